@@ -1,0 +1,119 @@
+// Package activities holds every activity the worker runs: the code that talks to
+// databases, Temporal's own APIs and the world outside the workflows.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// RewardsRecorder stores the facts a rewards entity reports. Implementations
+// must be idempotent: an activity may run more than once for the same fact.
+type RewardsRecorder interface {
+	RecordEnrollment(ctx context.Context, e workflows.Enrollment) error
+	RecordTierChange(ctx context.Context, c workflows.TierChange) error
+	RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error
+}
+
+// SearchAttributeLister returns the search attributes a namespace has registered.
+type SearchAttributeLister func(ctx context.Context) (map[string]enums.IndexedValueType, error)
+
+// Rewards holds the rewards entity's activities.
+type Rewards struct {
+	Recorder RewardsRecorder
+	// SearchAttributes lists the namespace's search attributes; nil means none.
+	SearchAttributes SearchAttributeLister
+}
+
+// Register registers the rewards activities under the names the workflow uses.
+func (a *Rewards) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.Enroll, activity.RegisterOptions{Name: workflows.ActivityEnroll})
+	r.RegisterActivityWithOptions(a.NotifyTierChange, activity.RegisterOptions{Name: workflows.ActivityNotifyTierChange})
+	r.RegisterActivityWithOptions(a.RecordUnenrollment, activity.RegisterOptions{Name: workflows.ActivityRecordUnenrollment})
+	r.RegisterActivityWithOptions(a.RewardsSearchAttributes, activity.RegisterOptions{Name: workflows.ActivityRewardsSearchAttributes})
+}
+
+// Enroll records that a customer enrolled.
+func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) error {
+	if err := a.Recorder.RecordEnrollment(ctx, in); err != nil {
+		return fmt.Errorf("recording enrolment of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// NotifyTierChange reports that a customer's tier changed.
+func (a *Rewards) NotifyTierChange(ctx context.Context, in workflows.TierChange) error {
+	if err := a.Recorder.RecordTierChange(ctx, in); err != nil {
+		return fmt.Errorf("recording tier change of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// RecordUnenrollment records that a customer left.
+func (a *Rewards) RecordUnenrollment(ctx context.Context, in workflows.Unenrollment) error {
+	if err := a.Recorder.RecordUnenrollment(ctx, in); err != nil {
+		return fmt.Errorf("recording unenrolment of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// RewardsSearchAttributes reports which of the entity's search attributes the
+// namespace has registered with the expected types.
+func (a *Rewards) RewardsSearchAttributes(ctx context.Context) (workflows.SearchAttributeSupport, error) {
+	if a.SearchAttributes == nil {
+		return workflows.SearchAttributeSupport{}, nil
+	}
+	attrs, err := a.SearchAttributes(ctx)
+	if err != nil {
+		return workflows.SearchAttributeSupport{}, fmt.Errorf("listing search attributes: %w", err)
+	}
+	return workflows.SearchAttributeSupport{
+		Tier:   attrs[workflows.SearchAttributeTier] == enums.INDEXED_VALUE_TYPE_KEYWORD,
+		Points: attrs[workflows.SearchAttributePoints] == enums.INDEXED_VALUE_TYPE_INT,
+	}, nil
+}
+
+// ClientSearchAttributes lists a namespace's custom search attributes through
+// the operator API of c.
+func ClientSearchAttributes(c client.Client, namespace string) SearchAttributeLister {
+	return func(ctx context.Context) (map[string]enums.IndexedValueType, error) {
+		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+		if err != nil {
+			return nil, err
+		}
+		return resp.GetCustomAttributes(), nil
+	}
+}
+
+// LogRecorder is a RewardsRecorder that writes each fact to a structured log.
+// It stands in until a database is configured.
+type LogRecorder struct {
+	Logger *slog.Logger
+}
+
+// RecordEnrollment logs an enrolment.
+func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) error {
+	r.Logger.InfoContext(ctx, "customer enrolled", "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt)
+	return nil
+}
+
+// RecordTierChange logs a tier change.
+func (r LogRecorder) RecordTierChange(ctx context.Context, c workflows.TierChange) error {
+	r.Logger.InfoContext(ctx, "tier changed", "customer_id", c.CustomerID, "from", c.From, "to", c.To, "points", c.Points)
+	return nil
+}
+
+// RecordUnenrollment logs an unenrolment.
+func (r LogRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
+	r.Logger.InfoContext(ctx, "customer unenrolled", "customer_id", u.CustomerID, "points", u.Points, "lifetime_points", u.LifetimePoints)
+	return nil
+}

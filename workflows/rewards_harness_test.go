@@ -1,0 +1,203 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+var start = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// recorder counts what the rewards activities were asked to record.
+type recorder struct {
+	mu          sync.Mutex
+	enrolments  []workflows.Enrollment
+	tierChanges []workflows.TierChange
+	unenrolled  []workflows.Unenrollment
+}
+
+func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.enrolments = append(r.enrolments, e)
+	return nil
+}
+
+func (r *recorder) RecordTierChange(_ context.Context, c workflows.TierChange) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tierChanges = append(r.tierChanges, c)
+	return nil
+}
+
+func (r *recorder) RecordUnenrollment(_ context.Context, u workflows.Unenrollment) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unenrolled = append(r.unenrolled, u)
+	return nil
+}
+
+// entity drives one rewards entity through as many runs as it takes, each run in
+// a fresh test environment started from the previous run's ContinueAsNew input,
+// at the time the previous run ended: what the server does between runs.
+type entity struct {
+	testsuite.WorkflowTestSuite
+	t     *testing.T
+	rec   *recorder
+	now   time.Time
+	attrs map[string]enums.IndexedValueType
+	// prepare, if set, adjusts each run's environment before it starts.
+	prepare func(run int, env *testsuite.TestWorkflowEnvironment)
+	runs    int
+}
+
+func newEntity(t *testing.T) *entity {
+	h := &entity{t: t, rec: &recorder{}, now: start}
+	h.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	return h
+}
+
+// runResult is how one run ended.
+type runResult struct {
+	status  workflows.Status
+	next    *workflows.RewardsInput // set when the run continued as new
+	canSize int                     // bytes of the ContinueAsNew input payload
+	err     error
+}
+
+// run executes one run; script schedules what happens to it, relative to its start.
+func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestWorkflowEnvironment)) runResult {
+	h.t.Helper()
+	h.runs++
+	env := h.NewTestWorkflowEnvironment()
+	env.SetStartTime(h.now)
+	env.RegisterWorkflow(workflows.RewardsWorkflow)
+	acts := &activities.Rewards{Recorder: h.rec}
+	if h.attrs != nil {
+		acts.SearchAttributes = func(context.Context) (map[string]enums.IndexedValueType, error) { return h.attrs, nil }
+	}
+	acts.Register(env)
+	if h.prepare != nil {
+		h.prepare(h.runs, env)
+	}
+	if script != nil {
+		script(env)
+	}
+	env.ExecuteWorkflow(workflows.RewardsWorkflow, in)
+	h.now = env.Now()
+	if !env.IsWorkflowCompleted() {
+		h.t.Fatalf("run %d did not complete", h.runs)
+	}
+	var res runResult
+	err := env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	switch {
+	case errors.As(err, &can):
+		var next workflows.RewardsInput
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+			h.t.Fatalf("decoding ContinueAsNew input: %v", err)
+		}
+		res.next = &next
+		for _, p := range can.Input.GetPayloads() {
+			res.canSize += len(p.GetData())
+		}
+	case err != nil:
+		res.err = err
+	default:
+		if err := env.GetWorkflowResult(&res.status); err != nil {
+			h.t.Fatalf("decoding result: %v", err)
+		}
+	}
+	return res
+}
+
+// until runs the entity from in until it completes or fails, calling script for
+// each run with the run's number (1 for the first).
+func (h *entity) until(in workflows.RewardsInput, script func(run int, env *testsuite.TestWorkflowEnvironment)) (runResult, []runResult) {
+	h.t.Helper()
+	var all []runResult
+	for i := 1; ; i++ {
+		if i > 50 {
+			h.t.Fatal("more than 50 runs")
+		}
+		res := h.run(in, func(env *testsuite.TestWorkflowEnvironment) { script(i, env) })
+		all = append(all, res)
+		if res.next == nil {
+			return res, all
+		}
+		in = *res.next
+	}
+}
+
+func signal(env *testsuite.TestWorkflowEnvironment, at time.Duration, ev workflows.PointEvent) {
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalAddPoints, ev) }, at)
+}
+
+func unenroll(env *testsuite.TestWorkflowEnvironment, at time.Duration) {
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalUnenroll, nil) }, at)
+}
+
+// updateOutcome is what an apply-points update came back with.
+type updateOutcome struct {
+	result   workflows.PointsResult
+	err      error
+	rejected bool
+	done     bool
+}
+
+// update sends apply-points at the given time and fills in the outcome.
+func update(env *testsuite.TestWorkflowEnvironment, at time.Duration, id string, ev workflows.PointEvent) *updateOutcome {
+	out := &updateOutcome{}
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(workflows.UpdateApplyPoints, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { out.err, out.rejected, out.done = err, true, true },
+			OnComplete: func(v any, err error) {
+				out.err, out.done = err, true
+				if r, ok := v.(workflows.PointsResult); ok {
+					out.result = r
+				}
+			},
+		}, ev)
+	}, at)
+	return out
+}
+
+// query returns the entity's status at the given time into *into.
+func query(t *testing.T, env *testsuite.TestWorkflowEnvironment, at time.Duration, into *workflows.Status) {
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryGetStatus)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		if err := v.Get(into); err != nil {
+			t.Errorf("query result: %v", err)
+		}
+	}, at)
+}
+
+func event(key string, points int64) workflows.PointEvent {
+	return workflows.PointEvent{DedupKey: key, Activity: "purchase", Points: points, SourceID: "order-" + key, OccurredAt: start}
+}
+
+func errorType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return fmt.Sprintf("not an application error: %v", err)
+}
