@@ -207,10 +207,10 @@ func (e *entity) validateUpdate(ctx workflow.Context, ev PointEvent) error {
 type verdict int
 
 const (
-	apply   verdict = iota // new and valid: apply it
-	replay                 // seen before: answer as the first time
-	refuse                 // breaks a rule of its own or of the balance
-	reject                 // not for this entity now: unenrolled, or a reused key
+	apply  verdict = iota // new and valid: apply it
+	replay                // seen before: answer as the first time
+	refuse                // breaks a rule of its own or of the balance
+	reject                // not for this entity now: unenrolled, or a reused key
 )
 
 // check decides what an event would do, without changing anything.

@@ -1,0 +1,137 @@
+// Package devserver finds the Temporal CLI and starts its local development
+// server, for the integration tests, the history recorder and `make run`. It
+// never downloads anything: the CLI comes from `make bin/temporal` (built from the
+// Go module proxy), from $TEMPORAL_CLI, or from PATH.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// ErrNoCLI means no Temporal CLI binary was found.
+var ErrNoCLI = errors.New("temporal CLI not found: run `make bin/temporal`, set TEMPORAL_CLI, or put temporal on PATH")
+
+// Binary returns the path of the Temporal CLI: $TEMPORAL_CLI, else bin/temporal
+// at the module root, else temporal on PATH.
+func Binary() (string, error) {
+	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("TEMPORAL_CLI=%s: %w", p, err)
+		}
+		return p, nil
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, "bin", "temporal")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p, nil
+	}
+	return "", ErrNoCLI
+}
+
+// moduleRoot walks up from the working directory to the folder holding go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// SearchAttributes are the custom search attributes the project's workflows
+// use, registered on every server this package starts.
+func SearchAttributes() temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeTier).ValueSet(""),
+		temporal.NewSearchAttributeKeyInt64(workflows.SearchAttributePoints).ValueSet(0),
+	)
+}
+
+// Options adjust a started server. The zero value gives an in-memory server on
+// a free port.
+type Options struct {
+	// DBFilename persists the server's state in a SQLite file; empty keeps it in memory.
+	DBFilename string
+	// HostPort is the frontend address; empty picks a free port on 127.0.0.1.
+	HostPort string
+	// ClientOptions configure the client the server hands back (logger, namespace).
+	ClientOptions *client.Options
+	// ExtraArgs are appended to `temporal server start-dev`.
+	ExtraArgs []string
+}
+
+// Start runs `temporal server start-dev` with the project's search attributes and
+// waits until it answers.
+func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	co := client.Options{HostPort: opts.HostPort}
+	if opts.ClientOptions != nil {
+		co = *opts.ClientOptions
+		if co.HostPort == "" {
+			co.HostPort = opts.HostPort
+		}
+	}
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:     bin,
+		ClientOptions:    &co,
+		DBFilename:       opts.DBFilename,
+		LogLevel:         "error",
+		SearchAttributes: SearchAttributes(),
+		ExtraArgs:        opts.ExtraArgs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the Temporal dev server (%s): %w", bin, err)
+	}
+	return srv, nil
+}
+
+// ForTest starts a server for a test and stops it when the test ends. Without a
+// CLI the test is skipped, unless REQUIRE_SERVICES is set (as in CI), where a
+// missing server is a failure.
+func ForTest(t testing.TB, opts Options) *testsuite.DevServer {
+	t.Helper()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("REQUIRE_SERVICES") != "" {
+			t.Fatalf("REQUIRE_SERVICES is set: %v", err)
+		}
+		t.Skip(err)
+	}
+	srv, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Client().Close()
+		if err := srv.Stop(); err != nil {
+			t.Logf("stopping the dev server: %v", err)
+		}
+	})
+	return srv
+}

@@ -1,0 +1,203 @@
+//go:build histories
+
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/histories"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// TestRecordHistories plays scenarios against a real dev server and stores every
+// run's history under testdata/, where TestReplayRecordedHistories replays them.
+// Run it with `make histories` after a release-worthy workflow change, and keep
+// the old files: each is a version that must go on replaying.
+func TestRecordHistories(t *testing.T) {
+	srv := devserver.ForTest(t, devserver.Options{})
+	c := srv.Client()
+	w := worker.New(c, workflows.RewardsTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
+	acts := &activities.Rewards{
+		Recorder:         activities.LogRecorder{Logger: slog.Default()},
+		SearchAttributes: activities.ClientSearchAttributes(c, "default"),
+	}
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	scenarios := []struct {
+		name string
+		play func(t *testing.T, p *player)
+	}{
+		{"continue-as-new", playContinueAsNew},
+		{"tiers", playTiers},
+		{"unenroll-burst", playUnenrollBurst},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			p := &player{t: t, ctx: ctx, c: c, customer: "hist-" + sc.name}
+			sc.play(t, p)
+			runs, err := histories.Chain(ctx, c, workflows.RewardsWorkflowID(p.customer))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range runs {
+				path := filepath.Join("testdata", fmt.Sprintf("rewards-v1-%s-run%d.json", sc.name, i+1))
+				if err := histories.Write(path, r.History); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("wrote %s (%d events)", path, len(r.History.GetEvents()))
+			}
+		})
+	}
+}
+
+// player sends a scenario's commands to one entity.
+type player struct {
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	customer string
+}
+
+func (p *player) start(opts workflows.Options) {
+	_, err := p.c.ExecuteWorkflow(p.ctx, client.StartWorkflowOptions{
+		ID:        workflows.RewardsWorkflowID(p.customer),
+		TaskQueue: workflows.RewardsTaskQueue,
+	}, workflows.RewardsWorkflowType, workflows.RewardsInput{CustomerID: p.customer, Options: opts})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *player) signal(ev workflows.PointEvent) {
+	if err := p.c.SignalWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.SignalAddPoints, ev); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// update sends apply-points and returns its result or error, retrying what the
+// server asks callers to retry.
+func (p *player) update(id string, ev workflows.PointEvent) (workflows.PointsResult, error) {
+	var res workflows.PointsResult
+	for attempt := 0; ; attempt++ {
+		h, err := p.c.UpdateWorkflow(p.ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.RewardsWorkflowID(p.customer),
+			UpdateName:   workflows.UpdateApplyPoints,
+			UpdateID:     id,
+			Args:         []any{ev},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(p.ctx, &res)
+			var appErr *temporal.ApplicationError
+			if err == nil || errors.As(err, &appErr) {
+				return res, err
+			}
+		}
+		if attempt == 20 {
+			p.t.Fatalf("update %s: %v", id, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *player) unenrollAndWait() workflows.Status {
+	id := workflows.RewardsWorkflowID(p.customer)
+	if err := p.c.SignalWorkflow(p.ctx, id, "", workflows.SignalUnenroll, nil); err != nil {
+		p.t.Fatal(err)
+	}
+	var st workflows.Status
+	if err := p.c.GetWorkflow(p.ctx, id, "").Get(p.ctx, &st); err != nil {
+		p.t.Fatal(err)
+	}
+	return st
+}
+
+func (p *player) status() workflows.Status {
+	v, err := p.c.QueryWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.QueryGetStatus)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		p.t.Fatal(err)
+	}
+	return st
+}
+
+func playContinueAsNew(t *testing.T, p *player) {
+	p.start(workflows.Options{EventsPerRun: 4, DedupWindow: workflows.Duration(time.Hour)})
+	want := int64(0)
+	for i := range 10 {
+		ev := event(fmt.Sprint("can-", i), int64(10+i))
+		if i%2 == 0 {
+			p.signal(ev)
+			p.signal(ev) // a redelivery
+		} else {
+			if _, err := p.update(fmt.Sprint("u-", i), ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.update(fmt.Sprint("u-", i, "-retry"), ev)
+			if err != nil || !res.Duplicate {
+				t.Fatalf("retry of can-%d: %+v %v", i, res, err)
+			}
+		}
+		want += int64(10 + i)
+	}
+	if _, err := p.update("u-reused", event("can-1", 999)); err == nil {
+		t.Fatal("a reused key with another event was accepted")
+	}
+	p.signal(workflows.PointEvent{Activity: "bonus", Points: 5})
+	want += 5
+	st := p.unenrollAndWait()
+	if st.Points != want || st.Run < 3 {
+		t.Fatalf("final %+v, want %d points over at least 3 runs", st, want)
+	}
+}
+
+func playTiers(t *testing.T, p *player) {
+	p.start(workflows.Options{})
+	for i, pts := range []int64{300, 300, 500, -900} {
+		if _, err := p.update(fmt.Sprint("t-", i), event(fmt.Sprint("tier-", i), pts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.update("t-overdraft", event("tier-overdraft", -5000)); err == nil {
+		t.Fatal("an overdraft was accepted")
+	}
+	p.signal(event("tier-zero", 0))
+	if st := p.status(); st.Points != 200 || st.Tier != workflows.TierBasic {
+		t.Fatalf("status %+v", st)
+	}
+	p.unenrollAndWait()
+}
+
+func playUnenrollBurst(t *testing.T, p *player) {
+	p.start(workflows.Options{EventsPerRun: 5})
+	for i := range 12 {
+		p.signal(event(fmt.Sprint("burst-", i), 1))
+	}
+	st := p.unenrollAndWait()
+	if st.Points != 12 || st.Enrolled {
+		t.Fatalf("final %+v, want 12 points and unenrolled", st)
+	}
+}
