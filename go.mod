@@ -5,6 +5,11 @@ go 1.26.0
 require github.com/cespare/xxhash/v2 v2.3.0
 
 require (
+	github.com/BurntSushi/toml v1.4.0 // indirect
+	go.temporal.io/sdk/contrib/envconfig v0.1.0 // indirect
+)
+
+require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/facebookgo/clock v0.0.0-20150410010913-600d898af40a // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect

@@ -104,6 +104,8 @@ type Window struct {
 	base    uint64            // sequence number of the oldest entry
 	index   map[uint64]uint64 // key hash -> sequence number
 	limits  Limits            // as given; zero fields mean defaults
+	maxAge  int64             // limits resolved: seconds; 0 until first resolved
+	maxKeys int               // limits resolved
 	evicted uint64            // keys evicted by the count bound, ever
 	// adopt is set while entries migrated from a legacy shape wait for their
 	// processing time: the first call that knows the time gives it to them.
@@ -113,7 +115,17 @@ type Window struct {
 // SetLimits changes the bounds and applies the count bound at once.
 func (w *Window) SetLimits(l Limits) {
 	w.limits = l
+	w.maxAge = 0
 	w.enforceCount()
+}
+
+// bounds returns the limits in force as seconds and a count, resolving them once.
+func (w *Window) bounds() (maxAge int64, maxKeys int) {
+	if w.maxAge == 0 {
+		l := w.limits.withDefaults()
+		w.maxAge, w.maxKeys = int64(l.MaxAge/time.Second), l.MaxKeys
+	}
+	return w.maxAge, w.maxKeys
 }
 
 // Limits returns the bounds in force, defaults filled in.
@@ -176,21 +188,25 @@ func (w *Window) Expire(now time.Time) int {
 		}
 		w.adopt = false
 	}
+	maxAge, _ := w.bounds()
 	removed := 0
-	for w.n > 0 && w.tooOld(w.at(0).at, sec) {
+	for w.n > 0 && sec-w.at(0).at >= maxAge {
 		w.popFront()
 		removed++
 	}
-	w.shrink()
+	if removed > 0 {
+		w.shrink()
+	}
 	return removed
 }
 
 func (w *Window) tooOld(at, now int64) bool {
-	return now-at >= int64(w.Limits().MaxAge/time.Second)
+	maxAge, _ := w.bounds()
+	return now-at >= maxAge
 }
 
 func (w *Window) enforceCount() {
-	maxKeys := w.Limits().MaxKeys
+	_, maxKeys := w.bounds()
 	for w.n > maxKeys {
 		w.popFront()
 		w.evicted++
