@@ -2,19 +2,19 @@ module github.com/entityflow/entityflow
 
 go 1.26.0
 
-require github.com/cespare/xxhash/v2 v2.3.0
-
 require (
-	github.com/BurntSushi/toml v1.4.0 // indirect
-	go.temporal.io/sdk/contrib/envconfig v0.1.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0
+	go.temporal.io/sdk/contrib/envconfig v0.1.0
 )
+
+require github.com/BurntSushi/toml v1.4.0 // indirect
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/facebookgo/clock v0.0.0-20150410010913-600d898af40a // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/mock v1.6.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.2 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.22.0 // indirect
 	github.com/nexus-rpc/nexus-proto-annotations v0.1.0 // indirect

@@ -1,0 +1,213 @@
+// Package rewardsclient is how the project's own callers (the starter, the HTTP
+// API) talk to rewards entities: the first event creates the entity, and what the
+// server asks callers to retry is retried with backoff, with the same update ID
+// and dedup key so that a retry is recognised, never applied twice.
+package rewardsclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// ErrUnknownCustomer means no rewards entity exists for the customer.
+var ErrUnknownCustomer = errors.New("unknown customer")
+
+// Client sends commands to rewards entities.
+type Client struct {
+	Temporal client.Client
+	// Options start new entities; zero values take the workflow's defaults.
+	Options workflows.Options
+	// Attempts bounds the tries of one command (default 30).
+	Attempts int
+	// MaxBackoff caps the wait between tries (default 5 s).
+	MaxBackoff time.Duration
+	// AttemptTimeout bounds one try of an update, after which it is sent again
+	// with the same update ID (default 30 s).
+	AttemptTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// ApplyPoints applies an event through the apply-points update, starting the
+// entity if it does not exist (UpdateWithStart, conflict policy USE_EXISTING).
+// The event must carry a dedup key. One call uses one update ID for all its
+// tries, so a try that reached the workflow before timing out is answered by
+// Temporal with its first result; a later call with the same key is a new update
+// that the entity's window answers with the first result marked duplicate.
+func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflows.PointEvent) (workflows.PointsResult, error) {
+	if err := c.validate(customerID, ev); err != nil {
+		return workflows.PointsResult{}, err
+	}
+	if ev.DedupKey == "" {
+		return workflows.PointsResult{}, errors.New("apply-points needs a dedup key")
+	}
+	var res workflows.PointsResult
+	updateID := uuid.NewString()
+	err := c.retry(ctx, "apply-points", func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		defer cancel()
+		op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+		h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID:   workflows.RewardsWorkflowID(customerID),
+				UpdateName:   workflows.UpdateApplyPoints,
+				UpdateID:     updateID,
+				Args:         []any{ev},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		return h.Get(actx, &res)
+	})
+	return res, err
+}
+
+// AddPoints sends an event as the add-points signal, starting the entity if it
+// does not exist (SignalWithStart).
+func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.PointEvent) error {
+	if err := c.validate(customerID, ev); err != nil {
+		return err
+	}
+	return c.retry(ctx, "add-points", func(ctx context.Context) error {
+		_, err := c.Temporal.SignalWithStartWorkflow(ctx, workflows.RewardsWorkflowID(customerID),
+			workflows.SignalAddPoints, ev, c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+		return err
+	})
+}
+
+// Unenroll asks the customer's entity to finish. It does not wait for it.
+func (c *Client) Unenroll(ctx context.Context, customerID string) error {
+	if err := workflows.ValidateCustomerID(customerID); err != nil {
+		return err
+	}
+	err := c.retry(ctx, "unenroll", func(ctx context.Context) error {
+		return c.Temporal.SignalWorkflow(ctx, workflows.RewardsWorkflowID(customerID), "", workflows.SignalUnenroll, nil)
+	})
+	return unknownIfNotFound(customerID, err)
+}
+
+// Status returns the entity's status through the get-status query (which also
+// answers for an entity that has completed, while its history is retained).
+func (c *Client) Status(ctx context.Context, customerID string) (workflows.Status, error) {
+	var st workflows.Status
+	if err := workflows.ValidateCustomerID(customerID); err != nil {
+		return st, err
+	}
+	err := c.retry(ctx, "get-status", func(ctx context.Context) error {
+		v, err := c.Temporal.QueryWorkflow(ctx, workflows.RewardsWorkflowID(customerID), "", workflows.QueryGetStatus)
+		if err != nil {
+			return err
+		}
+		return v.Get(&st)
+	})
+	return st, unknownIfNotFound(customerID, err)
+}
+
+func (c *Client) validate(customerID string, ev workflows.PointEvent) error {
+	if err := workflows.ValidateCustomerID(customerID); err != nil {
+		return err
+	}
+	return ev.Validate()
+}
+
+func (c *Client) startOptions(customerID string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       workflows.RewardsWorkflowID(customerID),
+		TaskQueue:                workflows.RewardsTaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+func (c *Client) input(customerID string) workflows.RewardsInput {
+	return workflows.RewardsInput{CustomerID: customerID, Options: c.Options}
+}
+
+func (c *Client) attemptTimeout() time.Duration {
+	if c.AttemptTimeout > 0 {
+		return c.AttemptTimeout
+	}
+	return 30 * time.Second
+}
+
+// retry runs fn until it succeeds, fails for good, or the attempts run out,
+// waiting with exponential backoff between tries.
+func (c *Client) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	attempts := c.Attempts
+	if attempts <= 0 {
+		attempts = 30
+	}
+	maxWait := c.MaxBackoff
+	if maxWait <= 0 {
+		maxWait = 5 * time.Second
+	}
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if attempt >= attempts {
+			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt, err)
+		}
+		if c.Logger != nil {
+			c.Logger.Debug("retrying", "command", what, "attempt", attempt, "wait", wait, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxWait)
+	}
+}
+
+// Retryable reports whether an error is one the server asks callers to retry: a
+// workflow not ready (an update landing while ContinueAsNew is retried), a
+// signal refused at the per-run signal limit, a timed-out or cancelled attempt,
+// an unavailable or overloaded server.
+func Retryable(err error) bool {
+	var (
+		notReady   *serviceerror.WorkflowNotReady
+		unavail    *serviceerror.Unavailable
+		exhausted  *serviceerror.ResourceExhausted
+		deadline   *serviceerror.DeadlineExceeded
+		aborted    *serviceerror.Aborted
+		invalidArg *serviceerror.InvalidArgument
+		appErr     *temporal.ApplicationError
+	)
+	switch {
+	case errors.As(err, &appErr):
+		return false // the workflow's own answer: final
+	case errors.As(err, &notReady), errors.As(err, &unavail), errors.As(err, &exhausted),
+		errors.As(err, &deadline), errors.As(err, &aborted):
+		return true
+	case errors.As(err, &invalidArg):
+		return strings.Contains(invalidArg.Error(), "limit for signal events")
+	case errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	var timeout *temporal.TimeoutError
+	return errors.As(err, &timeout)
+}
+
+func unknownIfNotFound(customerID string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w %s", ErrUnknownCustomer, customerID)
+	}
+	return err
+}

@@ -1,0 +1,233 @@
+// Command starter is the project's command line for people and scripts:
+//
+//	starter points   -customer c-1 -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
+//	starter status   -customer c-1
+//	starter unenroll -customer c-1
+//
+// Every command takes -json for machine-readable output, and -address and
+// -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). Errors are one line on
+// stderr with a non-zero exit.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+const usage = `usage: starter <command> [flags]
+
+commands:
+  points     apply a point event to a customer (creates the customer on first use)
+  status     print a customer's status
+  unenroll   end a customer's rewards entity
+
+run "starter <command> -h" for a command's flags`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starter:", oneLine(err))
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("starter "+cmd, flag.ContinueOnError)
+	g := globalFlags(fs)
+	switch cmd {
+	case "points":
+		return pointsCommand(ctx, fs, g, args, out)
+	case "status":
+		return statusCommand(ctx, fs, g, args, out)
+	case "unenroll":
+		return unenrollCommand(ctx, fs, g, args, out)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(out, usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	address, namespace, customer *string
+	asJSON                       *bool
+	timeout                      *time.Duration
+}
+
+func globalFlags(fs *flag.FlagSet) globals {
+	return globals{
+		address:   fs.String("address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")"),
+		namespace: fs.String("namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)"),
+		customer:  fs.String("customer", "", "customer `id` (required)"),
+		asJSON:    fs.Bool("json", false, "print JSON"),
+		timeout:   fs.Duration("timeout", time.Minute, "give up after this long, retries included"),
+	}
+}
+
+// connect dials Temporal once; an unreachable server is an error, not a wait.
+func (g globals) connect(ctx context.Context) (*rewardsclient.Client, func(), error) {
+	if *g.customer == "" {
+		return nil, nil, errors.New("-customer is required")
+	}
+	if err := workflows.ValidateCustomerID(*g.customer); err != nil {
+		return nil, nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := temporalclient.Dial(dctx, opts, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
+	}
+	return &rewardsclient.Client{Temporal: c}, c.Close, nil
+}
+
+func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	points := fs.Int64("points", 0, "points to award, or to redeem when negative (required, not zero)")
+	key := fs.String("key", "", "dedup `key`; a retry with the same key applies once (default: a new UUID, printed)")
+	activity := fs.String("activity", "manual", "activity `name`")
+	source := fs.String("source", "", "source `id`, such as an order number")
+	at := fs.String("at", "", "when it happened, RFC 3339 (default: now)")
+	asSignal := fs.Bool("signal", false, "send as the add-points signal (fire and forget) instead of the apply-points update")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ev := workflows.PointEvent{DedupKey: *key, Activity: *activity, Points: *points, SourceID: *source, OccurredAt: time.Now().UTC().Truncate(time.Second)}
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			return fmt.Errorf("-at %q is not an RFC 3339 time such as 2026-11-21T10:00:00Z", *at)
+		}
+		ev.OccurredAt = t.UTC()
+	}
+	if ev.DedupKey == "" {
+		ev.DedupKey = uuid.NewString()
+	}
+	if err := ev.Validate(); err != nil {
+		return err
+	}
+	rc, closeFn, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
+	defer cancel()
+	if *asSignal {
+		if err := rc.AddPoints(ctx, *g.customer, ev); err != nil {
+			return err
+		}
+		return print(out, *g.asJSON, map[string]any{"sent": true, "dedup_key": ev.DedupKey},
+			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, *g.customer, ev.DedupKey))
+	}
+	res, err := rc.ApplyPoints(ctx, *g.customer, ev)
+	if err != nil {
+		return err
+	}
+	verb := "applied"
+	switch {
+	case res.Duplicate:
+		verb = "already handled (duplicate)"
+	case !res.Applied:
+		verb = "refused"
+	}
+	return print(out, *g.asJSON, struct {
+		workflows.PointsResult
+		DedupKey string `json:"dedup_key"`
+	}{res, ev.DedupKey},
+		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, *g.customer, res.Points, res.Tier, ev.DedupKey))
+}
+
+func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rc, closeFn, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
+	defer cancel()
+	st, err := rc.Status(ctx, *g.customer)
+	if err != nil {
+		return err
+	}
+	enrolled := "enrolled"
+	if !st.Enrolled {
+		enrolled = "unenrolled"
+	}
+	text := fmt.Sprintf("%s: %d points (lifetime %d), tier %s, %s; %d events, %d dedup keys held, run %d",
+		st.CustomerID, st.Points, st.LifetimePoints, st.Tier, enrolled, st.EventCount, st.DedupKeys, st.Run)
+	return print(out, *g.asJSON, st, text)
+}
+
+func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rc, closeFn, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
+	defer cancel()
+	if err := rc.Unenroll(ctx, *g.customer); err != nil {
+		return err
+	}
+	return print(out, *g.asJSON, map[string]any{"customer_id": *g.customer, "unenroll_sent": true},
+		fmt.Sprintf("unenroll sent to %s", *g.customer))
+}
+
+func print(out io.Writer, asJSON bool, v any, text string) error {
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(out, text)
+	return err
+}
+
+// oneLine turns an error into one readable line: the workflow's own message for
+// an application error, without the SDK's wrapping.
+func oneLine(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return fmt.Sprintf("%s (%s)", appErr.Message(), appErr.Type())
+	}
+	return err.Error()
+}
