@@ -14,7 +14,7 @@ TEMPORAL := $(BIN)/temporal
 WORKFLOWCHECK := $(BIN)/workflowcheck
 BENCHSTAT := $(BIN)/benchstat
 
-.PHONY: all tools lint test test-short bench fuzz histories clean
+.PHONY: all tools build run lint test test-short bench fuzz histories clean
 
 all: lint test
 
@@ -31,6 +31,17 @@ $(WORKFLOWCHECK):
 
 $(BENCHSTAT):
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+
+# The Temporal CLI on PATH is used if there is one; otherwise bin/temporal is built.
+TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))
+
+build:
+	$(GO) build -o $(BIN)/ ./worker ./starter ./internal/cmd/devrun
+
+# Starts a local Temporal dev server (state in data/, Web UI on 127.0.0.1:8233)
+# unless TEMPORAL_ADDRESS names one, the worker, and a demo; Ctrl-C stops all.
+run: build $(TEMPORAL_FOR_RUN)
+	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(BIN)/devrun
 
 lint: $(WORKFLOWCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \

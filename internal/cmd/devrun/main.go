@@ -1,0 +1,185 @@
+// Command devrun is what `make run` runs: it uses the Temporal server named by
+// TEMPORAL_ADDRESS, or one already listening on 127.0.0.1:7233, or starts the
+// Temporal CLI's dev server with SQLite persistence under ./data and its Web UI on
+// 127.0.0.1:8233; then it starts the worker, plays a short demo, prints what
+// happened, and keeps everything running until Ctrl-C, when it stops what it
+// started.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/temporalclient"
+)
+
+const (
+	localAddress = "127.0.0.1:7233"
+	uiAddress    = "127.0.0.1:8233"
+	dataDir      = "data"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+
+	address := os.Getenv("TEMPORAL_ADDRESS")
+	var children []*exec.Cmd
+	defer func() { stopAll(children) }()
+	switch {
+	case address != "":
+		fmt.Printf("using the Temporal server at %s (TEMPORAL_ADDRESS)\n", address)
+	case listening(localAddress):
+		address = localAddress
+		fmt.Printf("using the Temporal server already listening on %s\n", address)
+	default:
+		address = localAddress
+		srv, err := startServer()
+		if err != nil {
+			return err
+		}
+		children = append(children, srv)
+	}
+
+	worker, err := startChild("worker", filepath.Join("bin", "worker"), "-address", address)
+	if err != nil {
+		return err
+	}
+	children = append(children, worker)
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts, err := temporalclient.Options(address, "", logger)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := temporalclient.Dial(dctx, opts, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	rc := &rewardsclient.Client{Temporal: c}
+	demoCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = playDemo(demoCtx, rc, os.Stdout, began)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*)\n", uiAddress, opts.Namespace)
+	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
+	fmt.Println("Running until Ctrl-C.")
+
+	done := make(chan error, len(children))
+	for _, ch := range children {
+		go func() { done <- ch.Wait() }()
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Println("\nstopping")
+		return nil
+	case err := <-done:
+		return fmt.Errorf("a child process ended: %v", err)
+	}
+}
+
+func listening(address string) bool {
+	conn, err := net.DialTimeout("tcp", address, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// startServer starts the CLI's dev server on the SQLite file data/temporal.db,
+// which a second `make run` reuses.
+func startServer() (*exec.Cmd, error) {
+	bin, err := devserver.Binary()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(localAddress)
+	_, uiPort, _ := net.SplitHostPort(uiAddress)
+	args := []string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", uiPort,
+		"--db-filename", filepath.Join(dataDir, "temporal.db"), "--log-level", "warn"}
+	for _, sa := range []string{"RewardsTier=Keyword", "RewardsPoints=Int"} {
+		args = append(args, "--search-attribute", sa)
+	}
+	fmt.Printf("starting the Temporal dev server (%s), state in %s/temporal.db\n", bin, dataDir)
+	cmd, err := startChild("temporal", bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !listening(localAddress) {
+		if time.Now().After(deadline) {
+			stopAll([]*exec.Cmd{cmd})
+			return nil, errors.New("the dev server did not start listening within 30 s; see data/temporal.log")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cmd, nil
+}
+
+// startChild starts a program in its own process group, logging to data/NAME.log,
+// so Ctrl-C reaches it only through stopAll, in order.
+func startChild(name, path string, args ...string) (*exec.Cmd, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(dataDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return cmd, nil
+}
+
+// stopAll interrupts children last-started first (worker before server) and
+// waits up to 30 s for each before killing it.
+func stopAll(children []*exec.Cmd) {
+	for i := len(children) - 1; i >= 0; i-- {
+		cmd := children[i]
+		if cmd.ProcessState != nil {
+			continue
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		exited := make(chan struct{})
+		go func() { _, _ = cmd.Process.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}
+}
