@@ -68,9 +68,12 @@ fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
 
-# Records workflow histories from a real dev server into workflows/testdata/.
+# Records workflow histories from real dev servers into workflows/testdata/: the
+# workflow scenarios and the integration scenarios (all but the 12,000-signal
+# stream, whose histories would weigh megabytes).
 histories: $(TEMPORAL)
-	RECORD_HISTORIES=1 $(GO) test -run '^TestServerScenarios$$' -count=1 ./workflows/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^TestServerScenarios$$' ./workflows/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase)$$' ./internal/integration/
 
 clean:
 	rm -rf bin data bench.txt

@@ -22,6 +22,7 @@ import (
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -156,6 +157,7 @@ func TestTriplicatedEventsAcrossContinueAsNew(t *testing.T) {
 		t.Fatalf("run %d: want at least 5 ContinueAsNew", st.Run)
 	}
 	t.Logf("600 commands (200 unique events) in %v: %.0f commands/s; %d runs", elapsed, 600/elapsed.Seconds(), st.Run)
+	recordIfAsked(t, srv.Client(), "int-triple")
 }
 
 func TestWorkerKilledMidBurst(t *testing.T) {
@@ -188,6 +190,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 	if st := status(t, ctx, rc, "int-kill"); st.Points != want || st.EventCount != 150 {
 		t.Fatalf("status %+v, want %d points from 150 events", st, want)
 	}
+	recordIfAsked(t, srv.Client(), "int-kill")
 }
 
 func TestServerRestartOnSameDatabase(t *testing.T) {
@@ -233,6 +236,7 @@ func TestServerRestartOnSameDatabase(t *testing.T) {
 	if st := status(t, ctx, rc, "int-restart"); st.Points != wantBefore+wantAfter || st.EventCount != 90 {
 		t.Fatalf("status %+v, want %d points from 90 unique events", st, wantBefore+wantAfter)
 	}
+	recordIfAsked(t, c, "int-restart")
 }
 
 func TestSignalStreamPastPerRunLimit(t *testing.T) {
@@ -279,6 +283,26 @@ func TestSignalStreamPastPerRunLimit(t *testing.T) {
 	}
 	t.Logf("%d signals in %v (%.0f/s), %d runs, caught up %v after the stream ended",
 		n, streamed, n/streamed.Seconds(), st.Run, time.Since(began)-streamed)
+}
+
+// recordIfAsked stores the histories of every run of the customer's entity in
+// workflows/testdata when RECORD_HISTORIES is set (`make histories`), so the
+// replay tests cover what these scenarios drive the workflow through.
+func recordIfAsked(t *testing.T, c client.Client, customer string) {
+	t.Helper()
+	if os.Getenv("RECORD_HISTORIES") == "" {
+		return
+	}
+	runs, err := histories.Chain(context.Background(), c, workflows.RewardsWorkflowID(customer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		path := filepath.Join("..", "..", "workflows", "testdata", fmt.Sprintf("rewards-v1-%s-run%d.json", customer, i+1))
+		if err := histories.Write(path, r.History); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func sumPoints(from, to int) int64 {
