@@ -119,12 +119,13 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	key := fs.String("key", "", "dedup `key`; a retry with the same key applies once (default: a new UUID, printed)")
 	activity := fs.String("activity", "manual", "activity `name`")
 	source := fs.String("source", "", "source `id`, such as an order number")
-	at := fs.String("at", "", "when it happened, RFC 3339 (default: now)")
+	at := fs.String("at", "", "when it happened, RFC 3339 (optional; part of the event, so a retry must repeat it)")
 	asSignal := fs.Bool("signal", false, "send as the add-points signal (fire and forget) instead of the apply-points update")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ev := workflows.PointEvent{DedupKey: *key, Activity: *activity, Points: *points, SourceID: *source, OccurredAt: time.Now().UTC().Truncate(time.Second)}
+	// No default time: a retry of the same command must describe the same event.
+	ev := workflows.PointEvent{DedupKey: *key, Activity: *activity, Points: *points, SourceID: *source}
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339, *at)
 		if err != nil {
