@@ -92,26 +92,28 @@ func globalFlags(fs *flag.FlagSet) globals {
 	}
 }
 
-// connect dials Temporal once; an unreachable server is an error, not a wait.
-func (g globals) connect(ctx context.Context) (*rewardsclient.Client, func(), error) {
+// session dials Temporal once (an unreachable server is an error, not a wait)
+// and bounds the command by -timeout. done closes both.
+func (g globals) session(ctx context.Context) (context.Context, *rewardsclient.Client, func(), error) {
 	if *g.customer == "" {
-		return nil, nil, errors.New("-customer is required")
+		return nil, nil, nil, errors.New("-customer is required")
 	}
 	if err := workflows.ValidateCustomerID(*g.customer); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
+	dctx, cancelDial := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelDial()
 	c, err := temporalclient.Dial(dctx, opts, logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
+		return nil, nil, nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
 	}
-	return &rewardsclient.Client{Temporal: c}, c.Close, nil
+	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
+	return ctx, &rewardsclient.Client{Temporal: c}, func() { cancel(); c.Close() }, nil
 }
 
 func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
@@ -139,13 +141,11 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err := ev.Validate(); err != nil {
 		return err
 	}
-	rc, closeFn, err := g.connect(ctx)
+	ctx, rc, done, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	defer cancel()
+	defer done()
 	if *asSignal {
 		if err := rc.AddPoints(ctx, *g.customer, ev); err != nil {
 			return err
@@ -175,13 +175,11 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rc, closeFn, err := g.connect(ctx)
+	ctx, rc, done, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	defer cancel()
+	defer done()
 	st, err := rc.Status(ctx, *g.customer)
 	if err != nil {
 		return err
@@ -199,13 +197,11 @@ func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []st
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rc, closeFn, err := g.connect(ctx)
+	ctx, rc, done, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	defer cancel()
+	defer done()
 	if err := rc.Unenroll(ctx, *g.customer); err != nil {
 		return err
 	}
