@@ -65,7 +65,6 @@ type entity struct {
 
 	handled    int  // events handled in this run, duplicates included
 	enrolled   bool // false once unenroll has been taken
-	winding    bool // set when the run is about to end: start no new activities
 	inFlight   int  // activities running in background coroutines
 	timerArmed bool
 	timerFired bool
@@ -186,7 +185,6 @@ func (e *entity) readyToContinue(ctx workflow.Context) bool {
 	if !e.wantsToContinue(ctx) {
 		return false
 	}
-	e.winding = true
 	return e.idle(ctx)
 }
 
