@@ -18,9 +18,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -81,21 +80,14 @@ func run() error {
 
 // newWorker builds the worker for one task queue with what runs there.
 func newWorker(c client.Client, queue, namespace string, logger *slog.Logger, stopTimeout time.Duration) (worker.Worker, error) {
-	w := worker.New(c, queue, worker.Options{WorkerStopTimeout: stopTimeout})
 	switch queue {
 	case workflows.RewardsTaskQueue:
-		w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
-		acts := &activities.Rewards{
-			Recorder:         activities.LogRecorder{Logger: logger},
-			SearchAttributes: activities.ClientSearchAttributes(c, namespace),
-		}
-		acts.Register(w)
+		return rewardsworker.New(c, namespace, logger, worker.Options{WorkerStopTimeout: stopTimeout}), nil
 	case workflows.ActivitiesTaskQueue:
 		return nil, errors.New("task queue activities: the activity platform is not built yet; run with -task-queues rewards")
 	default:
 		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
 	}
-	return w, nil
 }
 
 func envOr(key, fallback string) string {

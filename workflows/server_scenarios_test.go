@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,13 +10,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -33,13 +31,7 @@ func TestServerScenarios(t *testing.T) {
 	}
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
-	w := worker.New(c, workflows.RewardsTaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
-	acts := &activities.Rewards{
-		Recorder:         activities.LogRecorder{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
-		SearchAttributes: activities.ClientSearchAttributes(c, "default"),
-	}
-	acts.Register(w)
+	w := rewardsworker.New(c, "default", slog.New(slog.NewTextHandler(t.Output(), nil)), worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +49,7 @@ func TestServerScenarios(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			p := &player{t: t, ctx: ctx, c: c, customer: "hist-" + sc.name}
+			p := &player{t: t, ctx: ctx, c: c, rc: &rewardsclient.Client{Temporal: c}, customer: "hist-" + sc.name}
 			sc.play(t, p)
 			if os.Getenv("RECORD_HISTORIES") == "" {
 				return
@@ -82,6 +74,7 @@ type player struct {
 	t        *testing.T
 	ctx      context.Context
 	c        client.Client
+	rc       *rewardsclient.Client
 	customer string
 }
 
@@ -101,51 +94,26 @@ func (p *player) signal(ev workflows.PointEvent) {
 	}
 }
 
-// update sends apply-points and returns its result or error, retrying what the
-// server asks callers to retry.
-func (p *player) update(id string, ev workflows.PointEvent) (workflows.PointsResult, error) {
-	var res workflows.PointsResult
-	for attempt := 0; ; attempt++ {
-		h, err := p.c.UpdateWorkflow(p.ctx, client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.RewardsWorkflowID(p.customer),
-			UpdateName:   workflows.UpdateApplyPoints,
-			UpdateID:     id,
-			Args:         []any{ev},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if err == nil {
-			err = h.Get(p.ctx, &res)
-			var appErr *temporal.ApplicationError
-			if err == nil || errors.As(err, &appErr) {
-				return res, err
-			}
-		}
-		if attempt == 20 {
-			p.t.Fatalf("update %s: %v", id, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// update sends apply-points with the retries every project caller uses; each
+// call is a new update, as a client's own retry would be.
+func (p *player) update(ev workflows.PointEvent) (workflows.PointsResult, error) {
+	return p.rc.ApplyPoints(p.ctx, p.customer, ev)
 }
 
 func (p *player) unenrollAndWait() workflows.Status {
-	id := workflows.RewardsWorkflowID(p.customer)
-	if err := p.c.SignalWorkflow(p.ctx, id, "", workflows.SignalUnenroll, nil); err != nil {
+	if err := p.rc.Unenroll(p.ctx, p.customer); err != nil {
 		p.t.Fatal(err)
 	}
 	var st workflows.Status
-	if err := p.c.GetWorkflow(p.ctx, id, "").Get(p.ctx, &st); err != nil {
+	if err := p.c.GetWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "").Get(p.ctx, &st); err != nil {
 		p.t.Fatal(err)
 	}
 	return st
 }
 
 func (p *player) status() workflows.Status {
-	v, err := p.c.QueryWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.QueryGetStatus)
+	st, err := p.rc.Status(p.ctx, p.customer)
 	if err != nil {
-		p.t.Fatal(err)
-	}
-	var st workflows.Status
-	if err := v.Get(&st); err != nil {
 		p.t.Fatal(err)
 	}
 	return st
@@ -160,17 +128,17 @@ func playContinueAsNew(t *testing.T, p *player) {
 			p.signal(ev)
 			p.signal(ev) // a redelivery
 		} else {
-			if _, err := p.update(fmt.Sprint("u-", i), ev); err != nil {
+			if _, err := p.update(ev); err != nil {
 				t.Fatal(err)
 			}
-			res, err := p.update(fmt.Sprint("u-", i, "-retry"), ev)
+			res, err := p.update(ev)
 			if err != nil || !res.Duplicate {
 				t.Fatalf("retry of can-%d: %+v %v", i, res, err)
 			}
 		}
 		want += int64(10 + i)
 	}
-	if _, err := p.update("u-reused", event("can-1", 999)); err == nil {
+	if _, err := p.update(event("can-1", 999)); err == nil {
 		t.Fatal("a reused key with another event was accepted")
 	}
 	p.signal(workflows.PointEvent{Activity: "bonus", Points: 5})
@@ -184,11 +152,11 @@ func playContinueAsNew(t *testing.T, p *player) {
 func playTiers(t *testing.T, p *player) {
 	p.start(workflows.Options{})
 	for i, pts := range []int64{300, 300, 500, -900} {
-		if _, err := p.update(fmt.Sprint("t-", i), event(fmt.Sprint("tier-", i), pts)); err != nil {
+		if _, err := p.update(event(fmt.Sprint("tier-", i), pts)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.update("t-overdraft", event("tier-overdraft", -5000)); err == nil {
+	if _, err := p.update(event("tier-overdraft", -5000)); err == nil {
 		t.Fatal("an overdraft was accepted")
 	}
 	p.signal(event("tier-zero", 0))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -71,6 +72,21 @@ func SearchAttributes() temporal.SearchAttributes {
 	)
 }
 
+// SearchAttributeArgs returns the `--search-attribute NAME=TYPE` flags that
+// register SearchAttributes on `temporal server start-dev`, in name order.
+func SearchAttributeArgs() []string {
+	var pairs []string
+	for sa := range SearchAttributes().GetUntypedValues() {
+		pairs = append(pairs, sa.GetName()+"="+sa.GetValueType().String())
+	}
+	slices.Sort(pairs)
+	var args []string
+	for _, p := range pairs {
+		args = append(args, "--search-attribute", p)
+	}
+	return args
+}
+
 // Options adjust a started server. The zero value gives an in-memory server on
 // a free port.
 type Options struct {
@@ -117,12 +133,7 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 // missing server is a failure.
 func ForTest(t testing.TB, opts Options) *testsuite.DevServer {
 	t.Helper()
-	if _, err := Binary(); err != nil {
-		if os.Getenv("REQUIRE_SERVICES") != "" {
-			t.Fatalf("REQUIRE_SERVICES is set: %v", err)
-		}
-		t.Skip(err)
-	}
+	RequireCLI(t)
 	srv, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -134,4 +145,16 @@ func ForTest(t testing.TB, opts Options) *testsuite.DevServer {
 		}
 	})
 	return srv
+}
+
+// RequireCLI skips the test when there is no Temporal CLI, or fails it when
+// REQUIRE_SERVICES is set (as in CI), where a missing server is a failure.
+func RequireCLI(t testing.TB) {
+	t.Helper()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("REQUIRE_SERVICES") != "" {
+			t.Fatalf("REQUIRE_SERVICES is set: %v", err)
+		}
+		t.Skip(err)
+	}
 }

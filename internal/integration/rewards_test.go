@@ -18,12 +18,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -34,12 +33,7 @@ func quietLogger(t testing.TB) *slog.Logger {
 // startWorker runs an in-process worker for the rewards queue until the test ends.
 func startWorker(t testing.TB, c client.Client) worker.Worker {
 	t.Helper()
-	w := worker.New(c, workflows.RewardsTaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
-	(&activities.Rewards{
-		Recorder:         activities.LogRecorder{Logger: quietLogger(t)},
-		SearchAttributes: activities.ClientSearchAttributes(c, "default"),
-	}).Register(w)
+	w := rewardsworker.New(c, "default", quietLogger(t), worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +188,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 }
 
 func TestServerRestartOnSameDatabase(t *testing.T) {
-	if _, err := devserver.Binary(); err != nil && os.Getenv("REQUIRE_SERVICES") == "" {
-		t.Skip(err)
-	}
+	devserver.RequireCLI(t)
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	addr := freeAddress(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -127,9 +127,7 @@ func startServer() (*exec.Cmd, error) {
 	_, uiPort, _ := net.SplitHostPort(uiAddress)
 	args := []string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", uiPort,
 		"--db-filename", filepath.Join(dataDir, "temporal.db"), "--log-level", "warn"}
-	for _, sa := range []string{"RewardsTier=Keyword", "RewardsPoints=Int"} {
-		args = append(args, "--search-attribute", sa)
-	}
+	args = append(args, devserver.SearchAttributeArgs()...)
 	fmt.Printf("starting the Temporal dev server (%s), state in %s/temporal.db\n", bin, dataDir)
 	cmd, err := startChild("temporal", bin, args...)
 	if err != nil {

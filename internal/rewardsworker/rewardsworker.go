@@ -1,0 +1,29 @@
+// Package rewardsworker builds the worker for the rewards task queue: the
+// entity workflow and its activities, registered under their contract names.
+// The worker program, the integration tests and the history recorder share it,
+// so they run exactly what is deployed.
+package rewardsworker
+
+import (
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// New returns a worker for the rewards task queue of c. Facts the entity
+// records go to logger; search attribute support is read from namespace.
+func New(c client.Client, namespace string, logger *slog.Logger, opts worker.Options) worker.Worker {
+	w := worker.New(c, workflows.RewardsTaskQueue, opts)
+	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
+	acts := &activities.Rewards{
+		Recorder:         activities.LogRecorder{Logger: logger},
+		SearchAttributes: activities.ClientSearchAttributes(c, namespace),
+	}
+	acts.Register(w)
+	return w
+}
