@@ -23,31 +23,24 @@ type Run struct {
 // Chain returns the histories of every run of a workflow, first run first,
 // following ContinueAsNew links back from the latest run.
 func Chain(ctx context.Context, c client.Client, workflowID string) ([]Run, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return nil, fmt.Errorf("describing %s: %w", workflowID, err)
+	}
 	var runs []Run
-	runID := ""
-	for {
+	for runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
 		hist, err := fetch(ctx, c, workflowID, runID)
 		if err != nil {
 			return nil, err
 		}
 		events := hist.GetEvents()
 		if len(events) == 0 {
-			return nil, fmt.Errorf("workflow %s run %q has no history", workflowID, runID)
-		}
-		if runID == "" {
-			desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
-			if err != nil {
-				return nil, fmt.Errorf("describing %s: %w", workflowID, err)
-			}
-			runID = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+			return nil, fmt.Errorf("workflow %s run %s has no history", workflowID, runID)
 		}
 		runs = append([]Run{{RunID: runID, History: hist}}, runs...)
-		prev := events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
-		if prev == "" {
-			return runs, nil
-		}
-		runID = prev
+		runID = events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 	}
+	return runs, nil
 }
 
 func fetch(ctx context.Context, c client.Client, workflowID, runID string) (*historypb.History, error) {
