@@ -1,0 +1,101 @@
+package contracts
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+)
+
+// Patterns shared by the Go rules and the JSON Schemas (which carry the same
+// strings; a test keeps them identical). They are written in the subset of
+// regular-expression syntax on which RE2 (Go) and ECMA-262 (the dialect JSON
+// Schema specifies) agree.
+const (
+	// eventIDPattern: event IDs end up in Temporal workflow IDs
+	// ("activity-{activity_id}:{event_id}"), so they are restricted to
+	// characters that are safe there and in URLs and logs.
+	eventIDPattern = `^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$`
+	// eventTypePattern: dotted or slashed names such as "order.created".
+	eventTypePattern = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
+	// tenantIDPattern: tenant IDs are used as keys and in names.
+	tenantIDPattern = `^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	// nonBlankPattern matches a string with at least one character other
+	// than ASCII white space (space, \t, \n, \v, \f, \r).
+	nonBlankPattern = `[^\t\n\v\f\r ]`
+	// uuidPattern: a UUID in 8-4-4-4-12 hex form, either letter case.
+	uuidPattern = `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// taskTypePattern: task types name worker handlers, lower case.
+	taskTypePattern = `^[a-z0-9][a-z0-9_.-]*$`
+	// cronPattern: five fields (minute hour day-of-month month day-of-week)
+	// of cron characters separated by spaces or tabs. It leaves out "@"
+	// descriptors and "TZ="/"CRON_TZ=" prefixes; whether the fields make a
+	// schedule only Go can tell (cron.ParseStandard).
+	cronPattern = `^[0-9A-Za-z*?,/-]+([ \t]+[0-9A-Za-z*?,/-]+){4}$`
+)
+
+var (
+	eventIDRE   = regexp.MustCompile(eventIDPattern)
+	eventTypeRE = regexp.MustCompile(eventTypePattern)
+	tenantIDRE  = regexp.MustCompile(tenantIDPattern)
+	nonBlankRE  = regexp.MustCompile(nonBlankPattern)
+	uuidRE      = regexp.MustCompile(uuidPattern)
+	taskTypeRE  = regexp.MustCompile(taskTypePattern)
+	cronRE      = regexp.MustCompile(cronPattern)
+)
+
+// Length limits, in characters (Unicode code points, as JSON Schema counts).
+const (
+	maxEventIDLen   = 200
+	maxEventTypeLen = 200
+	maxSourceLen    = 200
+	maxTenantIDLen  = 100
+	maxNameLen      = 200
+	maxTaskTypeLen  = 100
+)
+
+// checkIdentifier checks a required string of 1..maxLen characters matching re.
+func checkIdentifier(p *problems, field, value string, maxLen int, re *regexp.Regexp) {
+	switch {
+	case value == "":
+		p.add(field, "required")
+	case utf8.RuneCountInString(value) > maxLen:
+		p.add(field, fmt.Sprintf("must be at most %d characters, got %d", maxLen, utf8.RuneCountInString(value)))
+	case !re.MatchString(value):
+		p.add(field, "must match "+re.String())
+	}
+}
+
+// checkText checks a required free-text string of 1..maxLen characters that
+// is not blank.
+func checkText(p *problems, field, value string, maxLen int) {
+	switch {
+	case value == "":
+		p.add(field, "required")
+	case utf8.RuneCountInString(value) > maxLen:
+		p.add(field, fmt.Sprintf("must be at most %d characters, got %d", maxLen, utf8.RuneCountInString(value)))
+	case !nonBlankRE.MatchString(value):
+		p.add(field, "must not be blank")
+	}
+}
+
+// checkRange checks lo <= n <= hi.
+func checkRange(p *problems, field string, n, lo, hi int) {
+	if n < lo || n > hi {
+		p.add(field, fmt.Sprintf("must be between %d and %d", lo, hi))
+	}
+}
+
+// checkJSONObject checks raw, when given, is one well-formed JSON object.
+func checkJSONObject(p *problems, field string, raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	if !json.Valid(raw) {
+		p.add(field, "must be well-formed JSON")
+		return
+	}
+	if kind := jsonKind(raw); kind != "object" {
+		p.add(field, "must be a JSON object, got "+kind)
+	}
+}
