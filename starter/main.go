@@ -3,6 +3,10 @@
 //	starter points   -customer c-1 -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
 //	starter status   -customer c-1
 //	starter unenroll -customer c-1
+//	starter define   -f definition.json        (or - for stdin)
+//	starter event    -f envelope.json          (or - for stdin)
+//	starter run      -activity ID [-key K]
+//	starter schedules sync
 //
 // Every command takes -json for machine-readable output, and -address and
 // -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). Errors are one line on
@@ -23,6 +27,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -36,6 +41,10 @@ commands:
   points     apply a point event to a customer (creates the customer on first use)
   status     print a customer's status
   unenroll   end a customer's rewards entity
+  define     create or replace an activity definition (and its Schedule when cron-triggered)
+  event      deliver an event envelope: start the runs of every subscribed activity
+  run        start a run of an activity by hand
+  schedules sync   make the Temporal Schedules match the stored cron definitions
 
 run "starter <command> -h" for a command's flags`
 
@@ -67,6 +76,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return statusCommand(ctx, fs, g, args, out)
 	case "unenroll":
 		return unenrollCommand(ctx, fs, g, args, out)
+	case "define":
+		return defineCommand(ctx, fs, g, args, out)
+	case "event":
+		return eventCommand(ctx, fs, g, args, out)
+	case "run":
+		return runCommand(ctx, fs, g, args, out)
+	case "schedules":
+		if len(args) == 0 || args[0] != "sync" {
+			return errors.New("usage: starter schedules sync")
+		}
+		return schedulesSyncCommand(ctx, fs, g, args[1:], out)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil
@@ -77,30 +97,38 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // globals are the flags every command takes.
 type globals struct {
-	address, namespace, customer *string
-	asJSON                       *bool
-	timeout                      *time.Duration
+	address, namespace *string
+	asJSON             *bool
+	timeout            *time.Duration
 }
 
 func globalFlags(fs *flag.FlagSet) globals {
 	return globals{
 		address:   fs.String("address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")"),
 		namespace: fs.String("namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)"),
-		customer:  fs.String("customer", "", "customer `id` (required)"),
 		asJSON:    fs.Bool("json", false, "print JSON"),
 		timeout:   fs.Duration("timeout", time.Minute, "give up after this long, retries included"),
 	}
 }
 
-// session dials Temporal once (an unreachable server is an error, not a wait)
-// and bounds the command by -timeout. done closes both.
-func (g globals) session(ctx context.Context) (context.Context, *rewardsclient.Client, func(), error) {
-	if *g.customer == "" {
+// session checks the customer ID and connects to Temporal for a rewards command.
+func (g globals) session(ctx context.Context, customer string) (context.Context, *rewardsclient.Client, func(), error) {
+	if customer == "" {
 		return nil, nil, nil, errors.New("-customer is required")
 	}
-	if err := workflows.ValidateCustomerID(*g.customer); err != nil {
+	if err := workflows.ValidateCustomerID(customer); err != nil {
 		return nil, nil, nil, err
 	}
+	ctx, c, done, err := g.dial(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ctx, &rewardsclient.Client{Temporal: c}, done, nil
+}
+
+// dial connects to Temporal (an unreachable server is an error, not a wait)
+// and bounds the command by -timeout. done closes both.
+func (g globals) dial(ctx context.Context) (context.Context, client.Client, func(), error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
 	if err != nil {
@@ -113,10 +141,16 @@ func (g globals) session(ctx context.Context) (context.Context, *rewardsclient.C
 		return nil, nil, nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	return ctx, &rewardsclient.Client{Temporal: c}, func() { cancel(); c.Close() }, nil
+	return ctx, c, func() { cancel(); c.Close() }, nil
+}
+
+// customerFlag adds the -customer flag of the rewards commands.
+func customerFlag(fs *flag.FlagSet) *string {
+	return fs.String("customer", "", "customer `id` (required)")
 }
 
 func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	customer := customerFlag(fs)
 	points := fs.Int64("points", 0, "points to award, or to redeem when negative (required, not zero)")
 	key := fs.String("key", "", "dedup `key`; a retry with the same key applies once (default: a new UUID, printed)")
 	activity := fs.String("activity", "manual", "activity `name`")
@@ -141,19 +175,19 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err := ev.Validate(); err != nil {
 		return err
 	}
-	ctx, rc, done, err := g.session(ctx)
+	ctx, rc, done, err := g.session(ctx, *customer)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if *asSignal {
-		if err := rc.AddPoints(ctx, *g.customer, ev); err != nil {
+		if err := rc.AddPoints(ctx, *customer, ev); err != nil {
 			return err
 		}
 		return print(out, *g.asJSON, map[string]any{"sent": true, "dedup_key": ev.DedupKey},
-			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, *g.customer, ev.DedupKey))
+			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, *customer, ev.DedupKey))
 	}
-	res, err := rc.ApplyPoints(ctx, *g.customer, ev)
+	res, err := rc.ApplyPoints(ctx, *customer, ev)
 	if err != nil {
 		return err
 	}
@@ -168,19 +202,20 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		workflows.PointsResult
 		DedupKey string `json:"dedup_key"`
 	}{res, ev.DedupKey},
-		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, *g.customer, res.Points, res.Tier, ev.DedupKey))
+		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, *customer, res.Points, res.Tier, ev.DedupKey))
 }
 
 func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	customer := customerFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, rc, done, err := g.session(ctx)
+	ctx, rc, done, err := g.session(ctx, *customer)
 	if err != nil {
 		return err
 	}
 	defer done()
-	st, err := rc.Status(ctx, *g.customer)
+	st, err := rc.Status(ctx, *customer)
 	if err != nil {
 		return err
 	}
@@ -194,19 +229,20 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	customer := customerFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, rc, done, err := g.session(ctx)
+	ctx, rc, done, err := g.session(ctx, *customer)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := rc.Unenroll(ctx, *g.customer); err != nil {
+	if err := rc.Unenroll(ctx, *customer); err != nil {
 		return err
 	}
-	return print(out, *g.asJSON, map[string]any{"customer_id": *g.customer, "unenroll_sent": true},
-		fmt.Sprintf("unenroll sent to %s", *g.customer))
+	return print(out, *g.asJSON, map[string]any{"customer_id": *customer, "unenroll_sent": true},
+		fmt.Sprintf("unenroll sent to %s", *customer))
 }
 
 func print(out io.Writer, asJSON bool, v any, text string) error {

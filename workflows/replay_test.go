@@ -1,11 +1,9 @@
 package workflows_test
 
 import (
-	"log/slog"
 	"path/filepath"
 	"testing"
 
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -24,11 +22,14 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no recorded histories in testdata/; run `make histories`")
 	}
-	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	logger := testLogger(t)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
+			r.RegisterWorkflowWithOptions(workflows.RunActivityWorkflow, workflow.RegisterOptions{Name: workflows.RunActivityWorkflowType})
+			r.RegisterWorkflowWithOptions(workflows.TaskInstanceWorkflow, workflow.RegisterOptions{Name: workflows.TaskInstanceWorkflowType})
+			r.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, file); err != nil {
 				t.Fatalf("replaying %s: %v", file, err)
 			}

@@ -67,7 +67,7 @@ type entity struct {
 
 func newEntity(t *testing.T) *entity {
 	h := &entity{t: t, rec: &recorder{}, now: start}
-	h.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	h.SetLogger(testLogger(t))
 	return h
 }
 
@@ -200,4 +200,9 @@ func errorType(err error) string {
 		return appErr.Type()
 	}
 	return fmt.Sprintf("not an application error: %v", err)
+}
+
+// testLogger logs warnings and errors of the code under test into the test's output.
+func testLogger(t testing.TB) log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 }

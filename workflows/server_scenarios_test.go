@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -31,7 +32,7 @@ func TestServerScenarios(t *testing.T) {
 	}
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
-	w := rewardsworker.New(c, "default", slog.New(slog.NewTextHandler(t.Output(), nil)), worker.Options{})
+	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

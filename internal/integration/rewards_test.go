@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -33,7 +34,7 @@ func quietLogger(t testing.TB) *slog.Logger {
 // startWorker runs an in-process worker for the rewards queue until the test ends.
 func startWorker(t testing.TB, c client.Client) worker.Worker {
 	t.Helper()
-	w := rewardsworker.New(c, "default", quietLogger(t), worker.Options{})
+	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@
 package rewardsworker
 
 import (
-	"log/slog"
-
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -16,12 +14,12 @@ import (
 )
 
 // New returns a worker for the rewards task queue of c. Facts the entity
-// records go to logger; search attribute support is read from namespace.
-func New(c client.Client, namespace string, logger *slog.Logger, opts worker.Options) worker.Worker {
+// reports go to recorder; search attribute support is read from namespace.
+func New(c client.Client, namespace string, recorder activities.RewardsRecorder, opts worker.Options) worker.Worker {
 	w := worker.New(c, workflows.RewardsTaskQueue, opts)
 	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
 	acts := &activities.Rewards{
-		Recorder:         activities.LogRecorder{Logger: logger},
+		Recorder:         recorder,
 		SearchAttributes: activities.ClientSearchAttributes(c, namespace),
 	}
 	acts.Register(w)

@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 )
 
@@ -80,14 +82,23 @@ func run() error {
 	}
 	defer c.Close()
 
+	st, err := storeconn.Open(ctx, os.Getenv("DATABASE_URL"), logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
 	rc := &rewardsclient.Client{Temporal: c}
 	demoCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = playDemo(demoCtx, rc, os.Stdout, began)
+	if err == nil {
+		err = playPlatformDemo(demoCtx, &platform.Service{Store: st, Temporal: c, Logger: logger}, os.Stdout)
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*)\n", uiAddress, opts.Namespace)
+	fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*, runs activity-*)\n", uiAddress, opts.Namespace)
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
 

@@ -1,0 +1,32 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// StoreRecorder is the RewardsRecorder the worker uses: each fact becomes a
+// row in the store, written once however often the activity runs.
+type StoreRecorder struct {
+	Store *store.Store
+}
+
+// RecordEnrollment stores the enrolment (the first one wins).
+func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) error {
+	_, err := r.Store.RecordEnrolment(ctx, e.CustomerID, e.EnrolledAt)
+	return err
+}
+
+// RecordTierChange stores the tier change (once per customer, time and tier).
+func (r StoreRecorder) RecordTierChange(ctx context.Context, c workflows.TierChange) error {
+	_, err := r.Store.RecordTierChange(ctx, c.CustomerID, string(c.From), string(c.To), c.Points, c.ChangedAt)
+	return err
+}
+
+// RecordUnenrollment stores the unenrolment (only the first one sets it).
+func (r StoreRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
+	_, err := r.Store.RecordUnenrolment(ctx, u.CustomerID, u.UnenrolledAt)
+	return err
+}

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EnrolmentRow is a rewards customer's enrolment, a row of
+// rewards_enrolments. UnenrolledAt is nil while the customer is enrolled.
+type EnrolmentRow struct {
+	CustomerID string `json:"customer_id"`
+	// EnrolledAt is nil when only an unenrolment is on record.
+	EnrolledAt   *time.Time `json:"enrolled_at"`
+	UnenrolledAt *time.Time `json:"unenrolled_at"`
+}
+
+// TierChangeRow is one tier change of a rewards customer, a row of
+// rewards_tier_changes.
+type TierChangeRow struct {
+	CustomerID string    `json:"customer_id"`
+	ChangedAt  time.Time `json:"changed_at"`
+	From       string    `json:"from_tier"`
+	To         string    `json:"to_tier"`
+	Points     int64     `json:"points"`
+}
+
+// RecordEnrolment records that customer customerID enrolled at the given
+// time and reports whether this call changed the record. A retry changes
+// nothing; an enrolment later than a recorded unenrolment is a re-enrolment
+// (the customer's entity ended and a new one began) and opens the record
+// again; an unenrolment recorded first keeps its time.
+func (s *Store) RecordEnrolment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, enrolled_at)
+		VALUES ($1, $2)
+		ON CONFLICT (customer_id) DO UPDATE SET
+			enrolled_at = excluded.enrolled_at,
+			unenrolled_at = CASE WHEN rewards_enrolments.enrolled_at IS NULL THEN rewards_enrolments.unenrolled_at END
+		WHERE rewards_enrolments.enrolled_at IS NULL
+			OR (rewards_enrolments.unenrolled_at IS NOT NULL AND excluded.enrolled_at > rewards_enrolments.unenrolled_at)`,
+		customerID, dbTime(at))
+	if err != nil {
+		return false, fmt.Errorf("record enrolment of %s: %w", customerID, err)
+	}
+	return affected(res, "record enrolment of "+customerID)
+}
+
+// RecordUnenrolment records that customer customerID left at the given time
+// and reports whether this call recorded it; the first unenrolment of an
+// enrolment is kept. A customer with no enrolment on record (enrolled before
+// the database recorder, or whose enrolment is still being recorded) gets a
+// record holding only the unenrolment.
+func (s *Store) RecordUnenrolment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, unenrolled_at)
+		VALUES ($1, $2)
+		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
+		WHERE rewards_enrolments.unenrolled_at IS NULL`, customerID, dbTime(at))
+	if err != nil {
+		return false, fmt.Errorf("record unenrolment of %s: %w", customerID, err)
+	}
+	return affected(res, "record unenrolment of "+customerID)
+}
+
+// RecordTierChange records that customer customerID moved from tier from to
+// tier to with the given points at the given time, and reports whether this
+// call recorded it: the change (customer, time, new tier) is stored once.
+func (s *Store) RecordTierChange(ctx context.Context, customerID, from, to string, points int64, at time.Time) (recorded bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_tier_changes (customer_id, changed_at, from_tier, to_tier, points)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, customerID, dbTime(at), from, to, points)
+	if err != nil {
+		return false, fmt.Errorf("record tier change of %s: %w", customerID, err)
+	}
+	return affected(res, "record tier change of "+customerID)
+}
+
+// Enrolment returns the enrolment of customer customerID, or ErrNotFound.
+func (s *Store) Enrolment(ctx context.Context, customerID string) (EnrolmentRow, error) {
+	e := EnrolmentRow{CustomerID: customerID}
+	var enrolled, unenrolled scanTime
+	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrolments WHERE customer_id = $1`,
+		customerID).Scan(&enrolled, &unenrolled)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return EnrolmentRow{}, fmt.Errorf("get enrolment of %s: %w", customerID, err)
+	}
+	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
+	return e, nil
+}
+
+// TierChanges returns the tier changes of customer customerID in time order.
+func (s *Store) TierChanges(ctx context.Context, customerID string) ([]TierChangeRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT changed_at, from_tier, to_tier, points FROM rewards_tier_changes
+		WHERE customer_id = $1 ORDER BY changed_at, to_tier`, customerID)
+	if err != nil {
+		return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+	}
+	defer rows.Close()
+	changes := []TierChangeRow{}
+	for rows.Next() {
+		c := TierChangeRow{CustomerID: customerID}
+		var changed scanTime
+		if err := rows.Scan(&changed, &c.From, &c.To, &c.Points); err != nil {
+			return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+		}
+		c.ChangedAt = changed.t
+		changes = append(changes, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+	}
+	return changes, nil
+}
+
+// affected reports whether res changed a row; what names the operation in
+// errors.
+func affected(res sql.Result, what string) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return n > 0, nil
+}

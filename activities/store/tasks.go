@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Task is one task instance of a run — a child workflow — a row of
+// task_instances. ID is the child workflow's ID.
+type Task struct {
+	ID         string     `json:"id"`
+	RunID      string     `json:"run_id"`
+	TaskType   string     `json:"task_type"`
+	Index      int        `json:"index"`
+	Status     string     `json:"status"`
+	Error      string     `json:"error"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+const taskColumns = `id, run_id, task_type, idx, status, error, created_at, started_at, finished_at`
+
+// LogTask records t once, however often it is called, like LogRun: it
+// reports whether this call inserted the row. t needs ID, RunID and TaskType,
+// and its run must be logged already; Status defaults to StatusPending and
+// CreatedAt to the current time. A row holding t's ID under another run is
+// ErrConflict.
+func (s *Store) LogTask(ctx context.Context, t Task) (created bool, err error) {
+	if t.ID == "" || t.RunID == "" || t.TaskType == "" {
+		return false, fmt.Errorf("log task %q: id, run_id and task_type are required", t.ID)
+	}
+	if t.Status == "" {
+		t.Status = StatusPending
+	}
+	if !validStatus(t.Status) {
+		return false, fmt.Errorf("log task %s: invalid status %q", t.ID, t.Status)
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now()
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO task_instances (`+taskColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT DO NOTHING`,
+		t.ID, t.RunID, t.TaskType, t.Index, t.Status, t.Error, dbTime(t.CreatedAt),
+		dbTimePtr(t.StartedAt), dbTimePtr(t.FinishedAt))
+	if err == nil {
+		created, err = s.inserted(ctx, res,
+			`SELECT COUNT(*) FROM task_instances WHERE id = $1 AND run_id = $2`, t.ID, t.RunID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("log task %s: %w", t.ID, err)
+	}
+	return created, nil
+}
+
+// StartTask moves task id from pending to running at the given time and
+// reports whether it changed; a task past pending is left alone, an unknown
+// one is ErrNotFound.
+func (s *Store) StartTask(ctx context.Context, id string, at time.Time) (changed bool, err error) {
+	return s.start(ctx, taskLifecycle, id, at)
+}
+
+// FinishTask moves task id from pending or running to status (StatusSucceeded
+// or StatusFailed) with errMsg at the given time and reports whether it
+// changed; a finished task keeps its first outcome, an unknown one is
+// ErrNotFound.
+func (s *Store) FinishTask(ctx context.Context, id, status, errMsg string, at time.Time) (changed bool, err error) {
+	return s.finish(ctx, taskLifecycle, id, status, errMsg, at)
+}
+
+// CountTasks counts the tasks logged for run runID (0 for an unknown run).
+func (s *Store) CountTasks(ctx context.Context, runID string) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_instances WHERE run_id = $1`, runID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tasks of run %s: %w", runID, err)
+	}
+	return n, nil
+}
+
+// GetTask returns task id, or ErrNotFound.
+func (s *Store) GetTask(ctx context.Context, id string) (Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM task_instances WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// scanTask reads the taskColumns of one row.
+func scanTask(row rowScanner) (Task, error) {
+	var t Task
+	var created, started, finished scanTime
+	if err := row.Scan(&t.ID, &t.RunID, &t.TaskType, &t.Index, &t.Status, &t.Error, &created, &started, &finished); err != nil {
+		return Task{}, err
+	}
+	t.CreatedAt, t.StartedAt, t.FinishedAt = created.t, started.ptr(), finished.ptr()
+	return t, nil
+}
+
+// tasks returns the tasks of run runID ordered by task type and index.
+func (s *Store) tasks(ctx context.Context, runID string) ([]Task, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM task_instances WHERE run_id = $1
+		ORDER BY task_type, idx, id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	tasks := []Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
+	}
+	return tasks, nil
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// The demo's activities have fixed IDs, so a second `make run` replaces them
+// and shows the event as a duplicate.
+var (
+	demoCron = contracts.ActivityDefinition{
+		ActivityID: "7f0c1a52-3d4e-4b8f-9a61-2c5e8d7b0a01", TenantID: "demo", Name: "minutely-digest",
+		Trigger: contracts.Trigger{Type: contracts.TriggerCron, Cron: &contracts.CronTrigger{
+			Expression: "* * * * *", Timezone: "UTC", MisfirePolicy: contracts.MisfireSkip,
+		}},
+		DedupeKeyStrategy: contracts.MisfireSkip,
+		Tasks:             []contracts.TaskSpec{{TaskType: "noop", Count: 2}},
+	}
+	demoEvent = contracts.ActivityDefinition{
+		ActivityID: "7f0c1a52-3d4e-4b8f-9a61-2c5e8d7b0a02", TenantID: "demo", Name: "order-fulfilment",
+		Trigger:           contracts.Trigger{Type: contracts.TriggerEvent, Event: &contracts.EventTrigger{EventTypes: []string{"order.created"}}},
+		DedupeKeyStrategy: contracts.DedupeByEventID,
+		Tasks: []contracts.TaskSpec{
+			{TaskType: "noop", Count: 1},
+			{TaskType: "sleep", Count: 1, Params: json.RawMessage(`{"duration":"300ms"}`)},
+			{TaskType: "fail", Count: 1, Params: json.RawMessage(`{"times":1}`)},
+		},
+	}
+)
+
+// playPlatformDemo defines a cron and an event activity, fires the cron
+// schedule once now, delivers one event twice, and prints the run and task
+// rows the worker wrote.
+func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer) error {
+	fmt.Fprintln(out, "\nactivity platform:")
+	for _, def := range []contracts.ActivityDefinition{demoCron, demoEvent} {
+		res, err := svc.Define(ctx, def)
+		if err != nil {
+			return err
+		}
+		how := "event trigger order.created"
+		if res.Schedule != "" {
+			how = "cron * * * * *, schedule " + res.Schedule
+		}
+		fmt.Fprintf(out, "  defined %-17s (%s)\n", def.Name, how)
+	}
+	handle := svc.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(demoCron.ActivityID))
+	if err := handle.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enums.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}); err != nil {
+		return fmt.Errorf("firing the demo schedule: %w", err)
+	}
+	fmt.Fprintf(out, "  fired %s now (it also fires every minute)\n", workflows.ScheduleID(demoCron.ActivityID))
+
+	env := contracts.EventEnvelope{
+		EventID: "evt-demo-order-1", EventType: "order.created", Source: "shop", TenantID: "demo",
+		OccurredAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{"order_id":"o-1"}`),
+	}
+	var eventWorkflow string
+	for _, note := range []string{"first delivery", "broker redelivery"} {
+		routed, err := svc.Deliver(ctx, env)
+		if err != nil {
+			return err
+		}
+		for _, r := range routed.Runs {
+			state := "started"
+			if r.Duplicate {
+				state = "duplicate (already started)"
+			}
+			fmt.Fprintf(out, "  event %s -> %s %s (%s)\n", routed.EventID, r.WorkflowID, state, note)
+			eventWorkflow = r.WorkflowID
+		}
+	}
+	if err := svc.Temporal.GetWorkflow(ctx, eventWorkflow, "").Get(ctx, nil); err != nil {
+		return fmt.Errorf("event run: %w", err)
+	}
+	cronRuns, err := waitForRun(ctx, svc.Store, demoCron.ActivityID)
+	if err != nil {
+		return err
+	}
+	eventRun, err := svc.Run(ctx, workflows.RunID(eventWorkflow))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nruns:")
+	latestCron, err := svc.Run(ctx, cronRuns[len(cronRuns)-1].RunID)
+	if err != nil {
+		return err
+	}
+	for _, v := range []platform.RunView{latestCron, eventRun} {
+		fmt.Fprintf(out, "  %s  %-9s %-5s %s\n", v.RunID, v.Status, v.TriggerType, v.WorkflowID)
+		for _, t := range v.Tasks {
+			fmt.Fprintf(out, "      task %-6s #%d %-9s %s\n", t.TaskType, t.Index, t.Status, t.ID)
+		}
+	}
+	fmt.Fprintf(out, "  (%d runs of %s on record)\n", len(cronRuns), demoCron.Name)
+	return nil
+}
+
+// waitForRun waits until the activity has a finished run and returns its runs.
+func waitForRun(ctx context.Context, st *store.Store, activityID string) ([]store.Run, error) {
+	for {
+		runs, err := st.ListRuns(ctx, activityID)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(runs); n > 0 && (runs[n-1].Status == store.StatusSucceeded || runs[n-1].Status == store.StatusFailed) {
+			return runs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a run of %s: %w", activityID, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,204 @@
+// Package platform is the activity platform's front door, shared by the
+// command line and the HTTP API: it stores definitions and keeps their
+// Schedules in step, routes events, starts manual runs within a definition's
+// concurrency limit, and reads run rows back.
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/router"
+	"github.com/entityflow/entityflow/internal/schedules"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// ErrTooManyRuns means an activity already has max_concurrent_runs runs in
+// flight; the caller may try again later.
+var ErrTooManyRuns = errors.New("too many runs in flight")
+
+// ErrNotFound means no activity definition or run has the given ID.
+var ErrNotFound = errors.New("not found")
+
+// Service carries out the platform's commands against a store and Temporal.
+type Service struct {
+	Store    *store.Store
+	Temporal client.Client
+	Logger   *slog.Logger
+}
+
+// Defined reports what Define did.
+type Defined struct {
+	ActivityID string `json:"activity_id"`
+	// Created is true when the definition is new, false when it replaced one.
+	Created bool `json:"created"`
+	// Schedule is the Schedule ID of a cron definition, empty otherwise.
+	Schedule string `json:"schedule,omitempty"`
+	// ScheduleCreated is true when the Schedule was created, false when updated.
+	ScheduleCreated bool `json:"schedule_created,omitempty"`
+}
+
+// Define validates def, stores it (replacing an earlier version) and makes its
+// Schedule match: created or updated for a cron trigger, deleted for an event
+// trigger. The definition is stored first; should the Schedule call fail, the
+// error says so and `starter schedules sync` (or defining it again) repairs it.
+func (s *Service) Define(ctx context.Context, def contracts.ActivityDefinition) (Defined, error) {
+	def.ApplyDefaults()
+	if err := def.Validate(); err != nil {
+		return Defined{}, err
+	}
+	var eventTypes []string
+	switch def.Trigger.Type {
+	case contracts.TriggerCron:
+		// The Schedule's own rules are stricter than the schema's (a cron
+		// expression that never fires on the server); refuse before storing.
+		if _, err := schedules.Options(def, time.Now()); err != nil {
+			return Defined{}, &contracts.ValidationError{Document: "activity definition", Problems: []contracts.FieldError{
+				{Field: "trigger.cron.expression", Reason: err.Error()},
+			}}
+		}
+	case contracts.TriggerEvent:
+		eventTypes = def.Trigger.Event.EventTypes
+	}
+	doc, err := json.Marshal(def)
+	if err != nil {
+		return Defined{}, fmt.Errorf("encoding definition %s: %w", def.ActivityID, err)
+	}
+	created, err := s.Store.PutDefinition(ctx, store.Definition{
+		ActivityID: def.ActivityID, TenantID: def.TenantID, Definition: doc, UpdatedAt: time.Now().UTC(),
+		EventTypes: eventTypes,
+	})
+	if err != nil {
+		return Defined{}, fmt.Errorf("storing definition %s: %w", def.ActivityID, err)
+	}
+	out := Defined{ActivityID: def.ActivityID, Created: created}
+	schedCreated, err := schedules.Put(ctx, s.Temporal.ScheduleClient(), def)
+	if err != nil {
+		return out, fmt.Errorf("definition %s stored, but its schedule was not synced (run `starter schedules sync`): %w", def.ActivityID, err)
+	}
+	if def.Trigger.Type == contracts.TriggerCron {
+		out.Schedule, out.ScheduleCreated = workflows.ScheduleID(def.ActivityID), schedCreated
+	}
+	return out, nil
+}
+
+// Definition returns the stored definition activityID.
+func (s *Service) Definition(ctx context.Context, activityID string) (contracts.ActivityDefinition, error) {
+	d, err := s.Store.GetDefinition(ctx, activityID)
+	if errors.Is(err, store.ErrNotFound) {
+		return contracts.ActivityDefinition{}, fmt.Errorf("activity %s: %w", activityID, ErrNotFound)
+	}
+	if err != nil {
+		return contracts.ActivityDefinition{}, err
+	}
+	return decodeDefinition(d)
+}
+
+// decodeDefinition reads a stored definition document.
+func decodeDefinition(d store.Definition) (contracts.ActivityDefinition, error) {
+	def, err := contracts.ParseActivityDefinition(d.Definition)
+	if err != nil {
+		return contracts.ActivityDefinition{}, fmt.Errorf("stored definition %s no longer parses: %w", d.ActivityID, err)
+	}
+	return def, nil
+}
+
+// definitions returns every stored definition.
+func (s *Service) definitions(ctx context.Context) ([]contracts.ActivityDefinition, error) {
+	rows, err := s.Store.ListDefinitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defs := make([]contracts.ActivityDefinition, 0, len(rows))
+	for _, row := range rows {
+		def, err := decodeDefinition(row)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, def)
+	}
+	return defs, nil
+}
+
+// Subscribers returns the event-triggered definitions of tenantID that list
+// eventType; it is the router's view of the store.
+func (s *Service) Subscribers(ctx context.Context, tenantID, eventType string) ([]contracts.ActivityDefinition, error) {
+	rows, err := s.Store.Subscribers(ctx, tenantID, eventType)
+	if err != nil {
+		return nil, err
+	}
+	defs := make([]contracts.ActivityDefinition, 0, len(rows))
+	for _, row := range rows {
+		def, err := decodeDefinition(row)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, def)
+	}
+	return defs, nil
+}
+
+// Deliver routes an event: one run per subscribed definition, duplicates
+// reported as such.
+func (s *Service) Deliver(ctx context.Context, env contracts.EventEnvelope) (router.Routed, error) {
+	r := router.Router{Temporal: s.Temporal, Subscriptions: s, Logger: s.Logger}
+	return r.Route(ctx, env)
+}
+
+// StartManualRun starts a run of activityID by hand under the workflow ID
+// activity-{activity_id}:manual:{idempotencyKey}, so the same key never starts
+// two runs. It refuses with ErrTooManyRuns while the activity has
+// max_concurrent_runs runs pending or running.
+func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey string) (workflows.StartRunResult, error) {
+	if idempotencyKey == "" {
+		return workflows.StartRunResult{}, errors.New("an idempotency key is required")
+	}
+	def, err := s.Definition(ctx, activityID)
+	if err != nil {
+		return workflows.StartRunResult{}, err
+	}
+	inFlight, err := s.Store.RunningRuns(ctx, activityID)
+	if err != nil {
+		return workflows.StartRunResult{}, err
+	}
+	if limit := def.MaxConcurrentRuns; limit > 0 && inFlight >= limit {
+		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w", activityID, inFlight, limit, ErrTooManyRuns)
+	}
+	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
+	return router.StartRun(ctx, s.Temporal, workflows.ManualRunWorkflowID(activityID, idempotencyKey), in)
+}
+
+// SyncSchedules makes the Temporal Schedules match the stored cron definitions.
+func (s *Service) SyncSchedules(ctx context.Context) (schedules.Report, error) {
+	defs, err := s.definitions(ctx)
+	if err != nil {
+		return schedules.Report{}, err
+	}
+	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), defs)
+}
+
+// RunView is a run row with its task rows, as `GET /v1/runs/{run_id}` shows it.
+type RunView struct {
+	store.Run
+	Tasks []store.Task `json:"tasks"`
+}
+
+// Run returns the run row runID with its task rows.
+func (s *Service) Run(ctx context.Context, runID string) (RunView, error) {
+	run, tasks, err := s.Store.GetRun(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return RunView{}, fmt.Errorf("run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return RunView{}, err
+	}
+	return RunView{Run: run, Tasks: tasks}, nil
+}

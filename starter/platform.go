@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/platform"
+)
+
+// databaseFlag adds -database-url to the activity platform's commands.
+func databaseFlag(fs *flag.FlagSet) *string {
+	return fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
+}
+
+// platformSession opens the database and connects to Temporal for a platform
+// command; done closes both.
+func (g globals) platformSession(ctx context.Context, databaseURL string) (context.Context, *platform.Service, func(), error) {
+	ctx, c, closeTemporal, err := g.dial(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := store.Open(ctx, databaseURL)
+	if err != nil {
+		closeTemporal()
+		return nil, nil, nil, fmt.Errorf("opening database: %w", err)
+	}
+	svc := &platform.Service{Store: st, Temporal: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return ctx, svc, func() { st.Close(); closeTemporal() }, nil
+}
+
+// readDocument reads the JSON document named by -f: a file, or - for stdin.
+func readDocument(path string) ([]byte, error) {
+	switch path {
+	case "":
+		return nil, errors.New("-f is required (a file, or - for stdin)")
+	case "-":
+		return io.ReadAll(os.Stdin)
+	default:
+		return os.ReadFile(path)
+	}
+}
+
+func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	file := fs.String("f", "", "activity definition `file` (JSON; - for stdin)")
+	dbURL := databaseFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	doc, err := readDocument(*file)
+	if err != nil {
+		return err
+	}
+	def, err := contracts.ParseActivityDefinition(doc)
+	if err != nil {
+		return err
+	}
+	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := svc.Define(ctx, def)
+	if err != nil {
+		return err
+	}
+	verb := "replaced"
+	if res.Created {
+		verb = "created"
+	}
+	text := fmt.Sprintf("%s activity %s (%s, %s trigger)", verb, def.ActivityID, def.Name, def.Trigger.Type)
+	if res.Schedule != "" {
+		schedVerb := "updated"
+		if res.ScheduleCreated {
+			schedVerb = "created"
+		}
+		text += fmt.Sprintf("; schedule %s %s", res.Schedule, schedVerb)
+	}
+	return print(out, *g.asJSON, res, text)
+}
+
+func eventCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	file := fs.String("f", "", "event envelope `file` (JSON; - for stdin)")
+	dbURL := databaseFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	doc, err := readDocument(*file)
+	if err != nil {
+		return err
+	}
+	env, err := contracts.ParseEventEnvelope(doc)
+	if err != nil {
+		return err
+	}
+	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer done()
+	routed, err := svc.Deliver(ctx, env)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "event %s (%s, tenant %s): ", routed.EventID, env.EventType, env.TenantID)
+	if len(routed.Runs) == 0 {
+		b.WriteString("no activity subscribes to it; no runs started")
+	}
+	for i, r := range routed.Runs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		state := "started"
+		if r.Duplicate {
+			state = "duplicate, already started"
+		}
+		fmt.Fprintf(&b, "%s %s (run %s)", r.WorkflowID, state, r.RunID)
+	}
+	return print(out, *g.asJSON, routed, b.String())
+}
+
+func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	activityID := fs.String("activity", "", "activity `id` (required)")
+	key := fs.String("key", "", "idempotency `key`: the same key never starts two runs (default: a new UUID, printed)")
+	dbURL := databaseFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *activityID == "" {
+		return errors.New("-activity is required")
+	}
+	if *key == "" {
+		*key = uuid.NewString()
+	}
+	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := svc.StartManualRun(ctx, *activityID, *key)
+	if err != nil {
+		return err
+	}
+	state := "started"
+	if res.Duplicate {
+		state = "already started with this key (duplicate)"
+	}
+	return print(out, *g.asJSON, res, fmt.Sprintf("run %s %s: workflow %s (key %s)", res.RunID, state, res.WorkflowID, *key))
+}
+
+func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	dbURL := databaseFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rep, err := svc.SyncSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	text := fmt.Sprintf("schedules: %d created, %d updated, %d deleted", len(rep.Created), len(rep.Updated), len(rep.Deleted))
+	return print(out, *g.asJSON, rep, text)
+}

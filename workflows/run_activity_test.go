@@ -1,0 +1,329 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// platformFake stands in for the platform's activities inside the test
+// environment: rows written once, counted calls, task handlers that fail on
+// demand.
+type platformFake struct {
+	mu          sync.Mutex
+	runs        map[string]workflows.RunRecord
+	runStatus   map[string]string
+	tasks       map[string]workflows.TaskRecord
+	taskStatus  map[string]string
+	logRunCalls int
+	taskCalls   map[string]int
+	// failTimes makes the handler of a task type fail that many attempts.
+	failTimes map[string]int
+	// logRunFailures makes the first LogRun attempts fail, as with a database down.
+	logRunFailures int
+}
+
+func newPlatformFake() *platformFake {
+	return &platformFake{
+		runs: map[string]workflows.RunRecord{}, runStatus: map[string]string{},
+		tasks: map[string]workflows.TaskRecord{}, taskStatus: map[string]string{},
+		taskCalls: map[string]int{}, failTimes: map[string]int{},
+	}
+}
+
+func (f *platformFake) register(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterWorkflowWithOptions(workflows.RunActivityWorkflow, workflow.RegisterOptions{Name: workflows.RunActivityWorkflowType})
+	env.RegisterWorkflowWithOptions(workflows.TaskInstanceWorkflow, workflow.RegisterOptions{Name: workflows.TaskInstanceWorkflowType})
+	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(f.logRun, workflows.ActivityLogRun)
+	reg(f.finishRun, workflows.ActivityFinishRun)
+	reg(f.logTask, workflows.ActivityLogTask)
+	reg(f.finishTask, workflows.ActivityFinishTask)
+	reg(f.runTask, workflows.ActivityRunTask)
+	reg(f.taskOutcome, workflows.ActivityTaskOutcome)
+}
+
+func (f *platformFake) logRun(_ context.Context, r workflows.RunRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logRunCalls++
+	if f.logRunFailures > 0 {
+		f.logRunFailures--
+		return errors.New("database unavailable")
+	}
+	if _, ok := f.runs[r.RunID]; !ok {
+		f.runs[r.RunID] = r
+		f.runStatus[r.RunID] = workflows.StatusRunning
+	}
+	return nil
+}
+
+func (f *platformFake) finishRun(_ context.Context, fin workflows.Finish) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.runs[fin.ID]; !ok {
+		return fmt.Errorf("run %s finished before it was logged", fin.ID)
+	}
+	f.runStatus[fin.ID] = fin.Status
+	return nil
+}
+
+func (f *platformFake) logTask(_ context.Context, t workflows.TaskRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.runs[t.RunID]; !ok {
+		return fmt.Errorf("task %s logged before its run", t.ID)
+	}
+	if _, ok := f.tasks[t.ID]; !ok {
+		f.tasks[t.ID] = t
+		f.taskStatus[t.ID] = workflows.StatusRunning
+	}
+	return nil
+}
+
+func (f *platformFake) finishTask(_ context.Context, fin workflows.Finish) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.taskStatus[fin.ID] = fin.Status
+	return nil
+}
+
+func (f *platformFake) runTask(ctx context.Context, in workflows.TaskInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := workflows.TaskWorkflowID(in.RunID, in.TaskType, in.Index)
+	f.taskCalls[id]++
+	if f.taskCalls[id] <= f.failTimes[in.TaskType] {
+		return fmt.Errorf("attempt %d of %s fails on purpose", activity.GetInfo(ctx).Attempt, in.TaskType)
+	}
+	return nil
+}
+
+func (f *platformFake) taskOutcome(_ context.Context, id string) (workflows.TaskOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch s := f.taskStatus[id]; s {
+	case workflows.StatusSucceeded, workflows.StatusFailed:
+		return workflows.TaskOutcome{Status: s}, nil
+	default:
+		return workflows.TaskOutcome{}, temporal.NewApplicationError("task "+id+" has not finished", workflows.ErrTaskNotFinished)
+	}
+}
+
+func eventRun(tasks ...contracts.TaskSpec) workflows.RunInput {
+	return workflows.RunInput{ActivityID: "a-1", TenantID: "t-1", TriggerType: contracts.TriggerEvent, EventID: "evt-1", Tasks: tasks}
+}
+
+const runWorkflowID = "activity-a-1:evt-1"
+
+func newRunEnv(t *testing.T, f *platformFake) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(testLogger(t))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: runWorkflowID})
+	f.register(env)
+	return env
+}
+
+func TestRunActivityWorkflowStartsOneChildPerSlot(t *testing.T) {
+	f := newPlatformFake()
+	f.logRunFailures = 2
+	env := newRunEnv(t, f)
+	params := json.RawMessage(`{"duration":"1s"}`)
+	env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(
+		contracts.TaskSpec{TaskType: "noop", Count: 3},
+		contracts.TaskSpec{TaskType: "sleep", Count: 2, Params: params},
+	))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	runID := workflows.RunID(runWorkflowID)
+	if res.RunID != runID || res.Status != workflows.StatusSucceeded {
+		t.Fatalf("result = %+v, want run %s succeeded", res, runID)
+	}
+	var want []string
+	for _, slot := range []struct {
+		typ string
+		n   int
+	}{{"noop", 3}, {"sleep", 2}} {
+		for i := range slot.n {
+			want = append(want, workflows.TaskWorkflowID(runID, slot.typ, i))
+		}
+	}
+	var got []string
+	for id := range f.tasks {
+		got = append(got, id)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("task rows %v, want %v", got, want)
+	}
+	for _, id := range want {
+		if f.taskCalls[id] != 1 || f.taskStatus[id] != workflows.StatusSucceeded {
+			t.Errorf("task %s: %d handler calls, status %s; want 1, succeeded", id, f.taskCalls[id], f.taskStatus[id])
+		}
+	}
+	if f.logRunCalls != 3 || len(f.runs) != 1 || f.runStatus[runID] != workflows.StatusSucceeded {
+		t.Fatalf("LogRun called %d times (2 failing), %d run rows, status %s; want 3, 1, succeeded", f.logRunCalls, len(f.runs), f.runStatus[runID])
+	}
+	if r := f.runs[runID]; r.WorkflowID != runWorkflowID || r.EventID != "evt-1" || r.TriggerType != "event" {
+		t.Fatalf("run row %+v does not describe the run", r)
+	}
+}
+
+func TestRunActivityWorkflowRecordsFailedTasks(t *testing.T) {
+	tests := []struct {
+		name       string
+		failTimes  int
+		wantStatus string
+		wantCalls  int
+	}{
+		{"recovers within its retries", 2, workflows.StatusSucceeded, 3},
+		{"fails after five attempts", 9, workflows.StatusFailed, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPlatformFake()
+			f.failTimes["fail"] = tt.failTimes
+			env := newRunEnv(t, f)
+			env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(
+				contracts.TaskSpec{TaskType: "noop", Count: 1},
+				contracts.TaskSpec{TaskType: "fail", Count: 1},
+			))
+			runID := workflows.RunID(runWorkflowID)
+			failID := workflows.TaskWorkflowID(runID, "fail", 0)
+			if got := f.taskCalls[failID]; got != tt.wantCalls {
+				t.Errorf("fail handler ran %d times, want %d", got, tt.wantCalls)
+			}
+			if got := f.taskStatus[failID]; got != tt.wantStatus {
+				t.Errorf("fail task status %s, want %s", got, tt.wantStatus)
+			}
+			if got := f.runStatus[runID]; got != tt.wantStatus {
+				t.Errorf("run status %s, want %s", got, tt.wantStatus)
+			}
+			err := env.GetWorkflowError()
+			if tt.wantStatus == workflows.StatusSucceeded {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrRunFailed {
+				t.Fatalf("workflow error %v, want a %s application error", err, workflows.ErrRunFailed)
+			}
+			var res workflows.RunResult
+			if err := appErr.Details(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != workflows.StatusFailed || len(res.Tasks) != 2 || res.Tasks[1].Status != workflows.StatusFailed || res.Tasks[1].Error == "" {
+				t.Fatalf("run result %+v does not report the failed task", res)
+			}
+		})
+	}
+}
+
+// A task child that already exists (here: started and finished before the run
+// under the same ID) is treated as started: the run waits for its row instead
+// of failing or starting it again.
+func TestRunActivityWorkflowTreatsExistingChildAsStarted(t *testing.T) {
+	f := newPlatformFake()
+	env := newRunEnv(t, f)
+	runID := workflows.RunID(runWorkflowID)
+	existing := workflows.TaskWorkflowID(runID, "noop", 0)
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (workflows.RunResult, error) {
+		early := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: existing})
+		in := workflows.TaskInput{RunID: runID, ActivityID: "a-1", TenantID: "t-1", TaskType: "noop", Index: 0}
+		// The run row must exist for the fake to accept the task row.
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Second}),
+			workflows.ActivityLogRun, workflows.RunRecord{RunID: runID, WorkflowID: runWorkflowID}).Get(ctx, nil); err != nil {
+			return workflows.RunResult{}, err
+		}
+		if err := workflow.ExecuteChildWorkflow(early, workflows.TaskInstanceWorkflowType, in).Get(ctx, nil); err != nil {
+			return workflows.RunResult{}, err
+		}
+		run := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: runWorkflowID, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		})
+		var res workflows.RunResult
+		err := workflow.ExecuteChildWorkflow(run, workflows.RunActivityWorkflowType, eventRun(contracts.TaskSpec{TaskType: "noop", Count: 2})).Get(ctx, &res)
+		return res, err
+	}, workflow.RegisterOptions{Name: "parent"})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "parent"})
+	env.ExecuteWorkflow("parent")
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != workflows.StatusSucceeded || len(res.Tasks) != 2 {
+		t.Fatalf("run result %+v, want 2 succeeded tasks", res)
+	}
+	if got := f.taskCalls[existing]; got != 1 {
+		t.Fatalf("the existing task's handler ran %d times, want 1 (it must not be started again)", got)
+	}
+	if got := f.taskCalls[workflows.TaskWorkflowID(runID, "noop", 1)]; got != 1 {
+		t.Fatalf("the other task's handler ran %d times, want 1", got)
+	}
+}
+
+func TestRunActivityWorkflowBoundsChildrenInFlight(t *testing.T) {
+	f := newPlatformFake()
+	env := newRunEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(contracts.TaskSpec{TaskType: "noop", Count: 250}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tasks) != 250 {
+		t.Fatalf("%d task rows, want 250", len(f.tasks))
+	}
+}
+
+func TestRunActivityWorkflowRejectsInvalidInput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   workflows.RunInput
+	}{
+		{"no tasks", workflows.RunInput{ActivityID: "a", TenantID: "t", TriggerType: "event"}},
+		{"no activity", workflows.RunInput{TenantID: "t", TriggerType: "event", Tasks: []contracts.TaskSpec{{TaskType: "noop", Count: 1}}}},
+		{"unknown trigger", workflows.RunInput{ActivityID: "a", TenantID: "t", TriggerType: "webhook", Tasks: []contracts.TaskSpec{{TaskType: "noop", Count: 1}}}},
+		{"zero count", workflows.RunInput{ActivityID: "a", TenantID: "t", TriggerType: "event", Tasks: []contracts.TaskSpec{{TaskType: "noop"}}}},
+		{"too many tasks", workflows.RunInput{ActivityID: "a", TenantID: "t", TriggerType: "event", Tasks: []contracts.TaskSpec{{TaskType: "noop", Count: 1001}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPlatformFake()
+			env := newRunEnv(t, f)
+			env.ExecuteWorkflow(workflows.RunActivityWorkflowType, tt.in)
+			var appErr *temporal.ApplicationError
+			if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != workflows.ErrInvalidRunInput {
+				t.Fatalf("error %v, want %s", err, workflows.ErrInvalidRunInput)
+			}
+			if f.logRunCalls != 0 || len(f.tasks) != 0 {
+				t.Fatalf("an invalid run wrote %d run and %d task rows", f.logRunCalls, len(f.tasks))
+			}
+		})
+	}
+}
