@@ -69,11 +69,13 @@ fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/: the
-# workflow scenarios and the integration scenarios (all but the 12,000-signal
-# stream, whose histories would weigh megabytes).
+# workflow scenarios, the rewards integration scenarios (all but the
+# 12,000-signal stream, whose histories would weigh megabytes) and the activity
+# platform's runs, tasks and schedule fires.
 histories: $(TEMPORAL)
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^TestServerScenarios$$' ./workflows/
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase)$$' ./internal/integration/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals)$$' ./internal/integration/platform/
 
 clean:
 	rm -rf bin data bench.txt

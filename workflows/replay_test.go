@@ -1,12 +1,19 @@
 package workflows_test
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -30,9 +37,33 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r.RegisterWorkflowWithOptions(workflows.RunActivityWorkflow, workflow.RegisterOptions{Name: workflows.RunActivityWorkflowType})
 			r.RegisterWorkflowWithOptions(workflows.TaskInstanceWorkflow, workflow.RegisterOptions{Name: workflows.TaskInstanceWorkflowType})
 			r.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, file); err != nil {
+			if err := replay(r, logger, file); err != nil {
 				t.Fatalf("replaying %s: %v", file, err)
 			}
 		})
 	}
+}
+
+// replay replays one history file, under its original workflow ID when one is
+// recorded beside it (the activity platform derives run IDs from it).
+func replay(r worker.WorkflowReplayer, logger log.Logger, file string) error {
+	id, err := os.ReadFile(file + histories.WorkflowIDSuffix)
+	if errors.Is(err, fs.ErrNotExist) {
+		return r.ReplayWorkflowHistoryFromJSONFile(logger, file)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return err
+	}
+	return r.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: strings.TrimSpace(string(id))},
+	})
 }

@@ -68,3 +68,16 @@ func Write(path string, hist *historypb.History) error {
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
+
+// WorkflowIDSuffix names the file beside a history that holds its workflow ID.
+// Workflows that derive values from their own ID (the activity platform's run
+// IDs) replay only under that ID; the replay tests read it from there.
+const WorkflowIDSuffix = ".workflow-id"
+
+// WriteWithID stores a history like Write, and its workflow ID beside it.
+func WriteWithID(path, workflowID string, hist *historypb.History) error {
+	if err := Write(path, hist); err != nil {
+		return err
+	}
+	return os.WriteFile(path+WorkflowIDSuffix, []byte(workflowID+"\n"), 0o644)
+}

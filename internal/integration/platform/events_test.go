@@ -73,7 +73,7 @@ func (h *harness) recordIfAsked(workflowID, name string) {
 		h.t.Fatal(err)
 	}
 	path := filepath.Join("..", "..", "..", "workflows", "testdata", "platform-v1-"+name+".json")
-	if err := histories.Write(path, runs[len(runs)-1].History); err != nil {
+	if err := histories.WriteWithID(path, workflowID, runs[len(runs)-1].History); err != nil {
 		h.t.Fatal(err)
 	}
 }

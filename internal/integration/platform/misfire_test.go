@@ -29,8 +29,8 @@ func cronDefinition(policy string, limit int) contracts.ActivityDefinition {
 
 // fireAll makes the schedule fire for every minute in [from, to] (a backfill
 // includes both ends), as the server does when it catches up after an outage,
-// and waits until each of those fires has been handled (run started, or
-// dropped by the policy).
+// and waits until each of those fires has been handled (dropped by the
+// policy, or its run started and finished).
 func (h *harness) fireAll(ctx context.Context, def contracts.ActivityDefinition, from, to time.Time) {
 	h.t.Helper()
 	handle := h.c.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(def.ActivityID))
@@ -47,34 +47,38 @@ func (h *harness) fireAll(ctx context.Context, def contracts.ActivityDefinition,
 	if err := handle.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{Start: from, End: to, Overlap: opts.Overlap}}}); err != nil {
 		h.t.Fatal(err)
 	}
+	var actions []client.ScheduleActionResult
 	waitFor(h.t, "the backfilled fires", time.Minute, func() (bool, error) {
 		d, err := handle.Describe(ctx)
 		if err != nil {
 			return false, err
 		}
-		if d.Info.NumActions+d.Info.NumActionsSkippedOverlap < want || len(d.Info.RunningWorkflows) > 0 {
-			return false, nil
-		}
-		return true, nil
+		actions = d.Info.RecentActions
+		return d.Info.NumActions+d.Info.NumActionsSkippedOverlap >= want && len(d.Info.RunningWorkflows) == 0, nil
 	})
-}
-
-// waitRunsFinished waits until every run row of the activity is final.
-func (h *harness) waitRunsFinished(ctx context.Context, activityID string) []store.Run {
-	h.t.Helper()
-	var runs []store.Run
-	waitFor(h.t, "runs to finish", time.Minute, func() (bool, error) {
-		var err error
-		if runs, err = h.store.ListRuns(ctx, activityID); err != nil {
-			return false, err
+	for _, a := range actions {
+		if a.ScheduleTime.Before(from) || a.StartWorkflowResult == nil {
+			continue
 		}
-		for _, r := range runs {
-			if r.Status != store.StatusSucceeded && r.Status != store.StatusFailed {
-				return false, nil
+		var fired workflows.FireResult
+		if err := h.c.GetWorkflow(ctx, a.StartWorkflowResult.WorkflowID, "").Get(ctx, &fired); err != nil {
+			h.t.Fatal(err)
+		}
+		if fired.Run != nil {
+			if err := h.c.GetWorkflow(ctx, fired.Run.WorkflowID, "").Get(ctx, nil); err != nil {
+				h.t.Fatal(err)
 			}
 		}
-		return true, nil
-	})
+	}
+}
+
+// runsOf returns the run rows of an activity.
+func (h *harness) runsOf(ctx context.Context, activityID string) []store.Run {
+	h.t.Helper()
+	runs, err := h.store.ListRuns(ctx, activityID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	return runs
 }
 
@@ -118,14 +122,14 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 			// Before the outage: the fire at t0 reaches the worker on time.
 			h.clock.Set(minute(0).Add(2 * time.Second))
 			h.fireAll(ctx, def, minute(0), minute(0))
-			if runs := h.waitRunsFinished(ctx, def.ActivityID); len(runs) != 1 {
+			if runs := h.runsOf(ctx, def.ActivityID); len(runs) != 1 {
 				t.Fatalf("%d runs for the on-time fire, want 1", len(runs))
 			}
 
 			// The outage: fires at minutes 1..5 reach the worker 40 s after the last.
 			h.clock.Set(minute(5).Add(40 * time.Second))
 			h.fireAll(ctx, def, minute(1), minute(5))
-			runs := h.waitRunsFinished(ctx, def.ActivityID)
+			runs := h.runsOf(ctx, def.ActivityID)
 			if len(runs) != 1+len(tt.want) {
 				t.Fatalf("%d runs after the outage, want %d (%d of the outage): %+v", len(runs)-1, len(tt.want), len(tt.want), runs)
 			}
@@ -139,7 +143,12 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 				}
 			}
 			if tt.policy == contracts.MisfireCompress {
+				fire := func(t time.Time) string {
+					return workflows.ScheduleFireWorkflowID(def.ActivityID) + "-" + t.Format(time.RFC3339)
+				}
 				h.recordIfAsked(runs[1].WorkflowID, "run-cron-compressed")
+				h.recordIfAsked(fire(minute(5)), "fire-compressed")
+				h.recordIfAsked(fire(minute(4)), "fire-dropped")
 			}
 		})
 	}
