@@ -1,0 +1,130 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), dbtest.SQLite(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestRunTaskHandlers(t *testing.T) {
+	tests := []struct {
+		name     string
+		taskType string
+		params   string
+		wantErr  string // application error type, or "error" for a plain (retryable) one
+	}{
+		{"noop", "noop", "", ""},
+		{"sleep", "sleep", `{"duration":"10ms"}`, ""},
+		{"sleep with a bad duration", "sleep", `{"duration":"soon"}`, workflows.ErrInvalidRunInput},
+		{"sleep too long", "sleep", `{"duration":"1h"}`, workflows.ErrInvalidRunInput},
+		{"fail on its first attempt", "fail", ``, "error"},
+		{"fail zero times", "fail", `{"times":0}`, ""},
+		{"fail with bad params", "fail", `{"times":"x"}`, workflows.ErrInvalidRunInput},
+		{"unknown task type", "send-email", ``, workflows.ErrUnknownTaskType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestActivityEnvironment()
+			p := &activities.Platform{Handlers: activities.DefaultTaskHandlers()}
+			env.RegisterActivity(p.RunTask)
+			in := workflows.TaskInput{RunID: "r", TaskType: tt.taskType, Params: json.RawMessage(tt.params)}
+			_, err := env.ExecuteActivity(p.RunTask, in)
+			var appErr *temporal.ApplicationError
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.wantErr == "error" && err == nil:
+				t.Fatal("want an error")
+			case tt.wantErr != "" && tt.wantErr != "error" && (!errors.As(err, &appErr) || appErr.Type() != tt.wantErr || !appErr.NonRetryable()):
+				t.Fatalf("error %v, want a non-retryable %s", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The platform's row activities may run any number of times: one row each,
+// statuses only forward.
+func TestRowActivitiesAreIdempotent(t *testing.T) {
+	st := openStore(t)
+	p := &activities.Platform{Store: st}
+	ctx := context.Background()
+	run := workflows.RunRecord{RunID: workflows.RunID("activity-a:evt"), WorkflowID: "activity-a:evt", ActivityID: "a", TenantID: "t", TriggerType: "event", EventID: "evt"}
+	task := workflows.TaskRecord{ID: workflows.TaskWorkflowID(run.RunID, "noop", 0), RunID: run.RunID, TaskType: "noop"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 3 {
+		steps := []func() error{
+			func() error { return p.LogRun(ctx, run) },
+			func() error { return p.LogTask(ctx, task) },
+			func() error {
+				return p.FinishTask(ctx, workflows.Finish{ID: task.ID, Status: workflows.StatusSucceeded, At: at})
+			},
+			func() error {
+				return p.FinishRun(ctx, workflows.Finish{ID: run.RunID, Status: workflows.StatusSucceeded, At: at})
+			},
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	row, tasks, err := st.GetRun(ctx, run.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != store.StatusSucceeded || len(tasks) != 1 || tasks[0].Status != store.StatusSucceeded {
+		t.Fatalf("run %+v tasks %+v, want one succeeded run with one succeeded task", row, tasks)
+	}
+	outcome, err := p.TaskOutcome(ctx, task.ID)
+	if err != nil || outcome.Status != workflows.StatusSucceeded {
+		t.Fatalf("TaskOutcome = %+v, %v", outcome, err)
+	}
+	var appErr *temporal.ApplicationError
+	if _, err := p.TaskOutcome(ctx, "task-unknown:noop:0"); !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTaskNotFinished || appErr.NonRetryable() {
+		t.Fatalf("TaskOutcome of a missing row: %v, want a retryable %s", err, workflows.ErrTaskNotFinished)
+	}
+}
+
+// PlanFire gives the compress policy the end of the last recorded window.
+func TestPlanFireWidensCompressedWindow(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	start, end := t0.Add(-time.Minute), t0
+	if _, err := st.LogRun(ctx, store.Run{RunID: "r0", WorkflowID: "w0", ActivityID: "a", TriggerType: "cron", ScheduledFor: &t0, WindowStart: &start, WindowEnd: &end, Status: store.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	fire := t0.Add(5 * time.Minute)
+	p := &activities.Platform{Store: st, Now: func() time.Time { return fire.Add(40 * time.Second) }}
+	def := contracts.ActivityDefinition{ActivityID: "a", Trigger: contracts.Trigger{Type: contracts.TriggerCron,
+		Cron: &contracts.CronTrigger{Expression: "* * * * *", MisfirePolicy: contracts.MisfireCompress}}}
+	plan, err := p.PlanFire(ctx, workflows.PlanFireInput{Definition: def, ScheduledFor: fire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Run || !plan.WindowStart.Equal(t0) || !plan.WindowEnd.Equal(fire) {
+		t.Fatalf("plan %+v, want a run over [%v, %v]", plan, t0, fire)
+	}
+}
