@@ -59,10 +59,16 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
-bench: $(BENCHSTAT)
+# The dedup window; log_run on SQLite and PostgreSQL; the event router against
+# raw ExecuteWorkflow on a local dev server.
+bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
 	$(BENCHSTAT) -filter '-.name:WindowPush' bench.txt
+	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./activities/store/ | tee bench-store.txt
+	$(BENCHSTAT) bench-store.txt
+	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt
+	$(BENCHSTAT) -col /impl bench-router.txt
 
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
@@ -78,4 +84,4 @@ histories: $(TEMPORAL)
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals)$$' ./internal/integration/platform/
 
 clean:
-	rm -rf bin data bench.txt
+	rm -rf bin data bench.txt bench-store.txt bench-router.txt

@@ -172,6 +172,6 @@ func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args
 	if err != nil {
 		return err
 	}
-	text := fmt.Sprintf("schedules: %d created, %d updated, %d deleted", len(rep.Created), len(rep.Updated), len(rep.Deleted))
+	text := fmt.Sprintf("schedules: %d created, %d updated, %d unchanged, %d deleted", len(rep.Created), len(rep.Updated), len(rep.Unchanged), len(rep.Deleted))
 	return print(out, *g.asJSON, rep, text)
 }

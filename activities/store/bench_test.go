@@ -43,7 +43,7 @@ func BenchmarkLogRun(b *testing.B) {
 						}
 					}
 				})
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 			})
 		})
 	}
