@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -87,16 +88,21 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 	if err != nil {
 		return err
 	}
-	eventRun, err := svc.Run(ctx, workflows.RunID(eventWorkflow))
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(out, "\nruns:")
-	latestCron, err := svc.Run(ctx, cronRuns[len(cronRuns)-1].RunID)
-	if err != nil {
-		return err
+	views := []platform.RunView{}
+	for _, runID := range []string{cronRuns[len(cronRuns)-1].RunID, workflows.RunID(eventWorkflow)} {
+		v, err := svc.Run(ctx, runID)
+		if errors.Is(err, platform.ErrNotFound) {
+			// The server already had this run from a session with another database.
+			fmt.Fprintf(out, "  %s  not in this database (recorded by an earlier session's worker)\n", runID)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		views = append(views, v)
 	}
-	for _, v := range []platform.RunView{latestCron, eventRun} {
+	for _, v := range views {
 		fmt.Fprintf(out, "  %s  %-9s %-5s %s\n", v.RunID, v.Status, v.TriggerType, v.WorkflowID)
 		for _, t := range v.Tasks {
 			fmt.Fprintf(out, "      task %-6s #%d %-9s %s\n", t.TaskType, t.Index, t.Status, t.ID)
