@@ -121,6 +121,10 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 		LogLevel:         "error",
 		SearchAttributes: SearchAttributes(),
 		ExtraArgs:        opts.ExtraArgs,
+		// The server's banner and logs go to stderr, so that the stdout of
+		// tests and benchmarks stays theirs (benchstat parses it).
+		Stdout: os.Stderr,
+		Stderr: os.Stderr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the Temporal dev server (%s): %w", bin, err)
