@@ -38,6 +38,25 @@ func (g globals) platformSession(ctx context.Context, databaseURL string) (conte
 	return ctx, svc, func() { st.Close(); closeTemporal() }, nil
 }
 
+// documentSession serves the commands that take a JSON document: it parses
+// the flags -f and -database-url, reads the document, hands it to parse, and
+// only then opens a platform session, so bad input fails before any connection.
+func (g globals) documentSession(ctx context.Context, fs *flag.FlagSet, args []string, what string, parse func([]byte) error) (context.Context, *platform.Service, func(), error) {
+	file := fs.String("f", "", what+" `file` (JSON; - for stdin)")
+	dbURL := databaseFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, nil, err
+	}
+	doc, err := readDocument(*file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := parse(doc); err != nil {
+		return nil, nil, nil, err
+	}
+	return g.platformSession(ctx, *dbURL)
+}
+
 // readDocument reads the JSON document named by -f: a file, or - for stdin.
 func readDocument(path string) ([]byte, error) {
 	switch path {
@@ -51,20 +70,11 @@ func readDocument(path string) ([]byte, error) {
 }
 
 func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	file := fs.String("f", "", "activity definition `file` (JSON; - for stdin)")
-	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	var def contracts.ActivityDefinition
+	ctx, svc, done, err := g.documentSession(ctx, fs, args, "activity definition", func(doc []byte) (err error) {
+		def, err = contracts.ParseActivityDefinition(doc)
 		return err
-	}
-	doc, err := readDocument(*file)
-	if err != nil {
-		return err
-	}
-	def, err := contracts.ParseActivityDefinition(doc)
-	if err != nil {
-		return err
-	}
-	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	})
 	if err != nil {
 		return err
 	}
@@ -89,20 +99,11 @@ func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 }
 
 func eventCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	file := fs.String("f", "", "event envelope `file` (JSON; - for stdin)")
-	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	var env contracts.EventEnvelope
+	ctx, svc, done, err := g.documentSession(ctx, fs, args, "event envelope", func(doc []byte) (err error) {
+		env, err = contracts.ParseEventEnvelope(doc)
 		return err
-	}
-	doc, err := readDocument(*file)
-	if err != nil {
-		return err
-	}
-	env, err := contracts.ParseEventEnvelope(doc)
-	if err != nil {
-		return err
-	}
-	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	})
 	if err != nil {
 		return err
 	}

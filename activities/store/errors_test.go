@@ -10,13 +10,14 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/entityflow/entityflow/internal/dbtest"
 )
 
 func TestIsUnavailable(t *testing.T) {
@@ -72,14 +73,14 @@ func TestOpenDatabaseDown(t *testing.T) {
 func TestConnectionLost(t *testing.T) {
 	u, err := url.Parse(postgresURL(t))
 	require.NoError(t, err)
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
+	p := dbtest.NewProxy(t, u.Host)
+	u.Host = p.Addr()
 	s := openStore(t, u.String())
 	ctx := context.Background()
 	_, err = s.LogRun(ctx, Run{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"})
 	require.NoError(t, err)
 
-	p.close()
+	p.Cut()
 	_, err = s.LogRun(ctx, Run{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"})
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
@@ -107,52 +108,4 @@ func TestSQLiteBusy(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
 	assert.Contains(t, err.Error(), "log run r1")
-}
-
-// proxy forwards TCP connections to a target until closed, to cut a
-// client's connections to a live server.
-type proxy struct {
-	target, addr string
-	l            net.Listener
-	mu           sync.Mutex
-	conns        []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{target: target, addr: l.Addr().String(), l: l}
-	go p.serve()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go io.Copy(c, up)
-		go io.Copy(up, c)
-	}
-}
-
-// close stops accepting and cuts every forwarded connection.
-func (p *proxy) close() {
-	p.l.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }

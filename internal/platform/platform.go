@@ -111,12 +111,8 @@ func decodeDefinition(d store.Definition) (contracts.ActivityDefinition, error) 
 	return def, nil
 }
 
-// definitions returns every stored definition.
-func (s *Service) definitions(ctx context.Context) ([]contracts.ActivityDefinition, error) {
-	rows, err := s.Store.ListDefinitions(ctx)
-	if err != nil {
-		return nil, err
-	}
+// decodeDefinitions reads stored definition documents.
+func decodeDefinitions(rows []store.Definition) ([]contracts.ActivityDefinition, error) {
 	defs := make([]contracts.ActivityDefinition, 0, len(rows))
 	for _, row := range rows {
 		def, err := decodeDefinition(row)
@@ -128,6 +124,15 @@ func (s *Service) definitions(ctx context.Context) ([]contracts.ActivityDefiniti
 	return defs, nil
 }
 
+// definitions returns every stored definition.
+func (s *Service) definitions(ctx context.Context) ([]contracts.ActivityDefinition, error) {
+	rows, err := s.Store.ListDefinitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return decodeDefinitions(rows)
+}
+
 // Subscribers returns the event-triggered definitions of tenantID that list
 // eventType; it is the router's view of the store.
 func (s *Service) Subscribers(ctx context.Context, tenantID, eventType string) ([]contracts.ActivityDefinition, error) {
@@ -135,15 +140,7 @@ func (s *Service) Subscribers(ctx context.Context, tenantID, eventType string) (
 	if err != nil {
 		return nil, err
 	}
-	defs := make([]contracts.ActivityDefinition, 0, len(rows))
-	for _, row := range rows {
-		def, err := decodeDefinition(row)
-		if err != nil {
-			return nil, err
-		}
-		defs = append(defs, def)
-	}
-	return defs, nil
+	return decodeDefinitions(rows)
 }
 
 // Deliver routes an event: one run per subscribed definition, duplicates

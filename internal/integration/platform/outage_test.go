@@ -2,10 +2,7 @@ package platform_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,69 +11,6 @@ import (
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/workflows"
 )
-
-// proxy forwards TCP connections to a database and can be cut and restored,
-// to play a database outage without touching the database itself.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target}
-	p.listen("127.0.0.1:0")
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) listen(addr string) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", p.target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every forwarded connection.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens again on the same address.
-func (p *proxy) restore() { p.listen(p.addr) }
 
 // While PostgreSQL is unreachable, a run's database activities fail and are
 // retried with backoff; when it returns the run completes with one run row and
@@ -87,8 +21,8 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := startProxy(t, u.Host)
-	u.Host = px.addr
+	px := dbtest.NewProxy(t, u.Host)
+	u.Host = px.Addr()
 	h := newHarness(t, nil, direct.URL)
 	ctx := background(t)
 	// The worker reaches the database through the proxy; the test and the
@@ -99,7 +33,7 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 
 	def := eventDefinition("invoice.paid", contracts.TaskSpec{TaskType: "noop", Count: 3})
 	h.define(def)
-	px.cut()
+	px.Cut()
 	routed, err := h.svc.Deliver(ctx, contracts.EventEnvelope{EventID: "evt-outage", EventType: "invoice.paid", Source: "billing", TenantID: "t-1", OccurredAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +51,7 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 		}
 		return false, nil
 	})
-	px.restore()
+	px.Restore()
 
 	var res workflows.RunResult
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
