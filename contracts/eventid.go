@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 )
 
 // eventIDDomain heads the hashed encoding, so a different derivation (a
@@ -61,26 +60,15 @@ func (e *EventEnvelope) EnsureEventID() {
 	}
 }
 
-// canonicalPayload re-encodes payload with sorted keys, no insignificant
-// white space and numbers as written; absent becomes {}.
+// canonicalPayload is CanonicalJSON of payload, with absent meaning {} and a
+// payload that is not JSON taken as it is.
 func canonicalPayload(payload json.RawMessage) []byte {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	canonical, err := CanonicalJSON(payload)
+	if err != nil {
 		return payload
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return payload
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // maps encode with sorted keys
-		return payload
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return canonical
 }
