@@ -329,7 +329,8 @@ func buildWorker(t *testing.T) string {
 
 func startWorkerProcess(t *testing.T, bin, address string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "-address", address, "-log-level", "error")
+	db := "sqlite://" + filepath.Join(t.TempDir(), "entity.db")
+	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-log-level", "error")
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
