@@ -58,19 +58,42 @@ func (p *Platform) now() time.Time {
 	return time.Now().UTC()
 }
 
-// LogRun writes the run's row once (INSERT ... ON CONFLICT DO NOTHING) and
-// moves it from pending to running; a retry or replay changes nothing.
-func (p *Platform) LogRun(ctx context.Context, r workflows.RunRecord) error {
+// LogRun writes the run's row once (INSERT ... ON CONFLICT DO NOTHING), moves
+// it from pending to running, and returns its status: a retry or replay
+// changes nothing, and a run whose row is already final (an execution the
+// server forgot after its retention period) learns it must not run again.
+func (p *Platform) LogRun(ctx context.Context, r workflows.RunRecord) (workflows.RunLogged, error) {
 	at := p.now()
+	if err := p.insertRun(ctx, r, at); err != nil {
+		return workflows.RunLogged{}, err
+	}
+	if _, err := p.Store.StartRun(ctx, r.RunID, at); err != nil {
+		return workflows.RunLogged{}, err
+	}
+	row, _, err := p.Store.GetRun(ctx, r.RunID)
+	if err != nil {
+		return workflows.RunLogged{}, err
+	}
+	return workflows.RunLogged{Status: row.Status}, nil
+}
+
+// insertRun writes a pending run row once. A row holding the workflow ID or
+// run ID under other values (store.ErrConflict) is a non-retryable error:
+// retrying cannot make the two agree.
+func (p *Platform) insertRun(ctx context.Context, r workflows.RunRecord, at time.Time) error {
 	_, err := p.Store.LogRun(ctx, store.Run{
 		RunID: r.RunID, WorkflowID: r.WorkflowID, ActivityID: r.ActivityID, TenantID: r.TenantID,
 		TriggerType: r.TriggerType, ScheduledFor: r.ScheduledFor, EventID: r.EventID,
 		WindowStart: r.WindowStart, WindowEnd: r.WindowEnd, Status: store.StatusPending, CreatedAt: at,
 	})
-	if err != nil {
-		return err
+	return nonRetryableConflict(err)
+}
+
+// nonRetryableConflict marks store.ErrConflict as an error retries cannot fix.
+func nonRetryableConflict(err error) error {
+	if errors.Is(err, store.ErrConflict) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidRunInput, err)
 	}
-	_, err = p.Store.StartRun(ctx, r.RunID, at)
 	return err
 }
 
@@ -87,7 +110,7 @@ func (p *Platform) LogTask(ctx context.Context, t workflows.TaskRecord) error {
 		ID: t.ID, RunID: t.RunID, TaskType: t.TaskType, Index: t.Index, Status: store.StatusPending, CreatedAt: at,
 	})
 	if err != nil {
-		return err
+		return nonRetryableConflict(err)
 	}
 	_, err = p.Store.StartTask(ctx, t.ID, at)
 	return err
@@ -161,8 +184,20 @@ func (p *Platform) PlanFire(ctx context.Context, in workflows.PlanFireInput) (wo
 	return plan, nil
 }
 
-// StartRun starts a run workflow under REJECT_DUPLICATE; a run already
-// started under the same ID is reported as a duplicate, not an error.
+// StartRun writes the run's row (pending, with its window) and starts its
+// workflow under REJECT_DUPLICATE; a run already started under the same ID is
+// reported as a duplicate, not an error. Writing the row first means the next
+// fire of a schedule, planned after this one, sees this run's window even
+// before the run's own workflow got to log it.
 func (p *Platform) StartRun(ctx context.Context, in workflows.StartRunInput) (workflows.StartRunResult, error) {
+	runID := workflows.RunID(in.WorkflowID)
+	rec := workflows.RunRecord{
+		RunID: runID, WorkflowID: in.WorkflowID, ActivityID: in.Run.ActivityID, TenantID: in.Run.TenantID,
+		TriggerType: in.Run.TriggerType, ScheduledFor: in.Run.ScheduledFor, EventID: in.Run.EventID,
+		WindowStart: in.Run.WindowStart, WindowEnd: in.Run.WindowEnd,
+	}
+	if err := p.insertRun(ctx, rec, p.now()); err != nil {
+		return workflows.StartRunResult{WorkflowID: in.WorkflowID, RunID: runID}, err
+	}
 	return router.StartRun(ctx, p.Temporal, in.WorkflowID, in.Run)
 }

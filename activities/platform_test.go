@@ -75,7 +75,7 @@ func TestRowActivitiesAreIdempotent(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for range 3 {
 		steps := []func() error{
-			func() error { return p.LogRun(ctx, run) },
+			func() error { _, err := p.LogRun(ctx, run); return err },
 			func() error { return p.LogTask(ctx, task) },
 			func() error {
 				return p.FinishTask(ctx, workflows.Finish{ID: task.ID, Status: workflows.StatusSucceeded, At: at})
@@ -89,6 +89,10 @@ func TestRowActivitiesAreIdempotent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	logged, err := p.LogRun(ctx, run)
+	if err != nil || logged.Status != workflows.StatusSucceeded {
+		t.Fatalf("LogRun of a finished run = %+v, %v; want its final status", logged, err)
 	}
 	row, tasks, err := st.GetRun(ctx, run.RunID)
 	if err != nil {

@@ -5,7 +5,10 @@ package contracts
 //
 //   - event_id: optional; when given 1..200 characters matching
 //     ^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$, because it becomes part of the
-//     Temporal workflow ID "activity-{activity_id}:{event_id}".
+//     Temporal workflow ID "activity-{activity_id}:{event_id}"; and not
+//     starting with "manual:" or a date such as 2026-11-21T (matching
+//     ^(manual:|[0-9]{4}-[0-9]{2}-[0-9]{2}T)), which would collide with the
+//     workflow IDs of manual and cron runs.
 //   - event_type: required, 1..200 characters matching
 //     ^[A-Za-z0-9][A-Za-z0-9._:/-]*$ (e.g. "order.created").
 //   - source: required, 1..200 characters, not blank.
@@ -21,6 +24,9 @@ func (e EventEnvelope) Validate() error {
 	var p problems
 	if e.EventID != "" {
 		checkIdentifier(&p, "event_id", e.EventID, maxEventIDLen, eventIDRE)
+		if eventIDReservedRE.MatchString(e.EventID) {
+			p.add("event_id", `must not start with "manual:" or a date (YYYY-MM-DDT): such IDs belong to manual and cron runs`)
+		}
 	}
 	checkIdentifier(&p, "event_type", e.EventType, maxEventTypeLen, eventTypeRE)
 	checkText(&p, "source", e.Source, maxSourceLen)

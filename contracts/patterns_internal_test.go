@@ -14,6 +14,7 @@ func TestSchemaPatternsMatchGo(t *testing.T) {
 		want   string
 	}{
 		{eventEnvelopeSchema, []string{"properties", "event_id"}, eventIDPattern},
+		{eventEnvelopeSchema, []string{"properties", "event_id", "not"}, eventIDReservedPattern},
 		{eventEnvelopeSchema, []string{"$defs", "eventType"}, eventTypePattern},
 		{eventEnvelopeSchema, []string{"properties", "source"}, nonBlankPattern},
 		{eventEnvelopeSchema, []string{"$defs", "tenantId"}, tenantIDPattern},

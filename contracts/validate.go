@@ -16,6 +16,10 @@ const (
 	// ("activity-{activity_id}:{event_id}"), so they are restricted to
 	// characters that are safe there and in URLs and logs.
 	eventIDPattern = `^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$`
+	// eventIDReservedPattern: the event IDs that would give an event run the
+	// workflow ID of a manual run (activity-{id}:manual:{key}) or of a cron
+	// run (activity-{id}:{RFC 3339 time}); event IDs must not match it.
+	eventIDReservedPattern = `^(manual:|[0-9]{4}-[0-9]{2}-[0-9]{2}T)`
 	// eventTypePattern: dotted or slashed names such as "order.created".
 	eventTypePattern = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
 	// tenantIDPattern: tenant IDs are used as keys and in names.
@@ -35,13 +39,14 @@ const (
 )
 
 var (
-	eventIDRE   = regexp.MustCompile(eventIDPattern)
-	eventTypeRE = regexp.MustCompile(eventTypePattern)
-	tenantIDRE  = regexp.MustCompile(tenantIDPattern)
-	nonBlankRE  = regexp.MustCompile(nonBlankPattern)
-	uuidRE      = regexp.MustCompile(uuidPattern)
-	taskTypeRE  = regexp.MustCompile(taskTypePattern)
-	cronRE      = regexp.MustCompile(cronPattern)
+	eventIDRE         = regexp.MustCompile(eventIDPattern)
+	eventIDReservedRE = regexp.MustCompile(eventIDReservedPattern)
+	eventTypeRE       = regexp.MustCompile(eventTypePattern)
+	tenantIDRE        = regexp.MustCompile(tenantIDPattern)
+	nonBlankRE        = regexp.MustCompile(nonBlankPattern)
+	uuidRE            = regexp.MustCompile(uuidPattern)
+	taskTypeRE        = regexp.MustCompile(taskTypePattern)
+	cronRE            = regexp.MustCompile(cronPattern)
 )
 
 // Length limits, in characters (Unicode code points, as JSON Schema counts).

@@ -115,6 +115,14 @@ type RunRecord struct {
 	WindowEnd    *time.Time `json:"window_end,omitempty"`
 }
 
+// RunLogged is what LogRun found: the run row's status after logging it. A
+// final status means the run already happened in an earlier execution under
+// the same workflow ID (one the server has forgotten after its retention
+// period), and must not run its tasks again.
+type RunLogged struct {
+	Status string `json:"status"`
+}
+
 // RunResult is a RunActivityWorkflow's result: the run and how each task ended.
 type RunResult struct {
 	RunID  string       `json:"run_id"`

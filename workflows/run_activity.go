@@ -49,6 +49,17 @@ func withStoreOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// finishContext is the context of the activity that records how a run or
+// task ended: the workflow's own, or once the workflow is cancelled a
+// disconnected one, so that a cancelled run still closes its rows (and stops
+// counting against max_concurrent_runs).
+func finishContext(ctx workflow.Context) workflow.Context {
+	if ctx.Err() != nil {
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	return withStoreOptions(ctx)
+}
+
 // RunActivityWorkflow performs one run of an activity: it writes the run row
 // (once, whatever the retries), starts one TaskInstanceWorkflow child per task
 // slot under the deterministic ID task-{run_id}:{task_type}:{index}, collects
@@ -67,8 +78,13 @@ func RunActivityWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		TriggerType: in.TriggerType, ScheduledFor: in.ScheduledFor, EventID: in.EventID,
 		WindowStart: in.WindowStart, WindowEnd: in.WindowEnd,
 	}
-	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, rec).Get(ctx, nil); err != nil {
+	var logged RunLogged
+	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, rec).Get(ctx, &logged); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("logging run %s: %w", runID, err)
+	}
+	if logged.Status == StatusSucceeded || logged.Status == StatusFailed {
+		workflow.GetLogger(ctx).Warn("run already finished in an earlier execution; its tasks do not run again", "run_id", runID, "status", logged.Status)
+		return RunResult{RunID: runID, Status: logged.Status}, nil
 	}
 
 	results := runTasks(ctx, runID, in)
@@ -85,8 +101,12 @@ func RunActivityWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		finish.Status = StatusFailed
 		finish.Error = fmt.Sprintf("%d of %d tasks failed", failed, len(results))
 	}
-	if err := workflow.ExecuteActivity(storeCtx, ActivityFinishRun, finish).Get(ctx, nil); err != nil {
+	fctx := finishContext(ctx)
+	if err := workflow.ExecuteActivity(fctx, ActivityFinishRun, finish).Get(fctx, nil); err != nil {
 		return result, fmt.Errorf("finishing run %s: %w", runID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return result, err
 	}
 	if failed > 0 {
 		return result, temporal.NewNonRetryableApplicationError("run "+runID+": "+finish.Error, ErrRunFailed, nil, result)
@@ -137,8 +157,13 @@ type taskSlot struct {
 // returns how each ended, in slot order.
 func runTasks(ctx workflow.Context, runID string, in RunInput) []TaskResult {
 	var slots []taskSlot
+	// Indexes count per task type across the whole list, so a type listed
+	// twice (with other params) still gets one slot ID per instance.
+	nextIndex := map[string]int{}
 	for _, t := range in.Tasks {
-		for i := range t.Count {
+		for range t.Count {
+			i := nextIndex[t.TaskType]
+			nextIndex[t.TaskType]++
 			slots = append(slots, taskSlot{
 				id: TaskWorkflowID(runID, t.TaskType, i),
 				input: TaskInput{
@@ -149,11 +174,12 @@ func runTasks(ctx workflow.Context, runID string, in RunInput) []TaskResult {
 		}
 	}
 	results := make([]TaskResult, len(slots))
-	inFlight := 0
-	next := 0
-	done := 0
-	for done < len(slots) {
-		for next < len(slots) && inFlight < maxChildrenInFlight {
+	// The loop waits on a disconnected context: once the run is cancelled its
+	// children are cancelled with it, and their outcomes still come in.
+	waitCtx, _ := workflow.NewDisconnectedContext(ctx)
+	inFlight, next, done := 0, 0, 0
+	for {
+		for next < len(slots) && inFlight < maxChildrenInFlight && ctx.Err() == nil {
 			i := next
 			next++
 			inFlight++
@@ -163,9 +189,19 @@ func runTasks(ctx workflow.Context, runID string, in RunInput) []TaskResult {
 				done++
 			})
 		}
-		_ = workflow.Await(ctx, func() bool {
+		if done == len(slots) || (ctx.Err() != nil && inFlight == 0) {
+			break
+		}
+		_ = workflow.Await(waitCtx, func() bool {
+			if ctx.Err() != nil {
+				return inFlight == 0
+			}
 			return done == len(slots) || (next < len(slots) && inFlight < maxChildrenInFlight)
 		})
+	}
+	for i := next; i < len(slots); i++ {
+		results[i] = TaskResult{WorkflowID: slots[i].id, TaskType: slots[i].input.TaskType, Index: slots[i].input.Index,
+			Status: StatusFailed, Error: "run cancelled before the task started"}
 	}
 	return results
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -32,6 +33,8 @@ type platformFake struct {
 	taskStatus  map[string]string
 	logRunCalls int
 	taskCalls   map[string]int
+	// running and maxRunning count task rows between LogTask and FinishTask.
+	running, maxRunning int
 	// failTimes makes the handler of a task type fail that many attempts.
 	failTimes map[string]int
 	// logRunFailures makes the first LogRun attempts fail, as with a database down.
@@ -58,19 +61,19 @@ func (f *platformFake) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(f.taskOutcome, workflows.ActivityTaskOutcome)
 }
 
-func (f *platformFake) logRun(_ context.Context, r workflows.RunRecord) error {
+func (f *platformFake) logRun(_ context.Context, r workflows.RunRecord) (workflows.RunLogged, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.logRunCalls++
 	if f.logRunFailures > 0 {
 		f.logRunFailures--
-		return errors.New("database unavailable")
+		return workflows.RunLogged{}, errors.New("database unavailable")
 	}
 	if _, ok := f.runs[r.RunID]; !ok {
 		f.runs[r.RunID] = r
 		f.runStatus[r.RunID] = workflows.StatusRunning
 	}
-	return nil
+	return workflows.RunLogged{Status: f.runStatus[r.RunID]}, nil
 }
 
 func (f *platformFake) finishRun(_ context.Context, fin workflows.Finish) error {
@@ -92,6 +95,8 @@ func (f *platformFake) logTask(_ context.Context, t workflows.TaskRecord) error 
 	if _, ok := f.tasks[t.ID]; !ok {
 		f.tasks[t.ID] = t
 		f.taskStatus[t.ID] = workflows.StatusRunning
+		f.running++
+		f.maxRunning = max(f.maxRunning, f.running)
 	}
 	return nil
 }
@@ -99,6 +104,9 @@ func (f *platformFake) logTask(_ context.Context, t workflows.TaskRecord) error 
 func (f *platformFake) finishTask(_ context.Context, fin workflows.Finish) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.taskStatus[fin.ID] == workflows.StatusRunning {
+		f.running--
+	}
 	f.taskStatus[fin.ID] = fin.Status
 	return nil
 }
@@ -298,6 +306,72 @@ func TestRunActivityWorkflowBoundsChildrenInFlight(t *testing.T) {
 	}
 	if len(f.tasks) != 250 {
 		t.Fatalf("%d task rows, want 250", len(f.tasks))
+	}
+	if f.maxRunning > 100 || f.maxRunning < 2 {
+		t.Fatalf("up to %d tasks ran at once, want between 2 and 100", f.maxRunning)
+	}
+}
+
+// A task type listed twice gets indexes that continue across the list, one
+// slot ID per instance.
+func TestRunActivityWorkflowIndexesRepeatedTaskTypes(t *testing.T) {
+	f := newPlatformFake()
+	env := newRunEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(
+		contracts.TaskSpec{TaskType: "noop", Count: 2},
+		contracts.TaskSpec{TaskType: "noop", Count: 1, Params: json.RawMessage(`{"other":true}`)},
+	))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	runID := workflows.RunID(runWorkflowID)
+	for i := range 3 {
+		if id := workflows.TaskWorkflowID(runID, "noop", i); f.taskCalls[id] != 1 {
+			t.Errorf("task %s ran %d times, want 1", id, f.taskCalls[id])
+		}
+	}
+	if len(f.tasks) != 3 {
+		t.Fatalf("%d task rows, want 3", len(f.tasks))
+	}
+}
+
+// A run whose row is already final (its first execution is past the server's
+// retention, so the same workflow ID could start again) runs no task again.
+func TestRunActivityWorkflowDoesNotRepeatAFinishedRun(t *testing.T) {
+	f := newPlatformFake()
+	runID := workflows.RunID(runWorkflowID)
+	f.runs[runID] = workflows.RunRecord{RunID: runID, WorkflowID: runWorkflowID}
+	f.runStatus[runID] = workflows.StatusSucceeded
+	env := newRunEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(contracts.TaskSpec{TaskType: "noop", Count: 2}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != workflows.StatusSucceeded || len(f.tasks) != 0 {
+		t.Fatalf("result %+v with %d task rows, want the recorded status and no tasks", res, len(f.tasks))
+	}
+}
+
+// A cancelled run still closes its rows: the task and the run end failed.
+func TestCancelledRunClosesItsRows(t *testing.T) {
+	f := newPlatformFake()
+	env := newRunEnv(t, f)
+	env.OnActivity(workflows.ActivityRunTask, mock.Anything, mock.Anything).After(time.Hour).Return(nil)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 30*time.Second)
+	env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(contracts.TaskSpec{TaskType: "sleep", Count: 1}))
+	if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+		t.Fatalf("error %v, want cancelled", err)
+	}
+	runID := workflows.RunID(runWorkflowID)
+	if got := f.runStatus[runID]; got != workflows.StatusFailed {
+		t.Fatalf("run row %s after cancellation, want failed", got)
+	}
+	if got := f.taskStatus[workflows.TaskWorkflowID(runID, "sleep", 0)]; got != workflows.StatusFailed {
+		t.Fatalf("task row %s after cancellation, want failed", got)
 	}
 }
 

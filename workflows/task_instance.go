@@ -52,8 +52,12 @@ func TaskInstanceWorkflow(ctx workflow.Context, in TaskInput) error {
 	if taskErr != nil {
 		finish.Status, finish.Error = StatusFailed, errorMessage(taskErr)
 	}
-	if err := workflow.ExecuteActivity(storeCtx, ActivityFinishTask, finish).Get(ctx, nil); err != nil {
+	fctx := finishContext(ctx)
+	if err := workflow.ExecuteActivity(fctx, ActivityFinishTask, finish).Get(fctx, nil); err != nil {
 		return fmt.Errorf("finishing task %s: %w", id, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if taskErr != nil {
 		return temporal.NewNonRetryableApplicationError("task "+id+" failed: "+finish.Error, ErrTaskFailed, nil)

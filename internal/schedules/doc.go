@@ -42,9 +42,10 @@
 //     back to the end of the activity's last recorded window, so after an
 //     outage of N intervals exactly one run covers all of them.
 //
-// Catchup windows are capped at MaxCatchupWindow. Every fire is bounded by
-// FireTimeout, so a stuck fire cannot hold a BUFFER_ALL schedule's queue
-// forever.
+// Catchup windows are capped at MaxCatchupWindow. A fire may wait for a
+// worker as long as its catchup window plus FireTimeout (so a worker outage
+// within the window loses no fire under catchup), and no longer, so a stuck
+// fire cannot hold a BUFFER_ALL schedule's queue forever.
 //
 // A Backfill of a range (an operator's, after an incident) starts fires like
 // any other, with TemporalScheduledStartTime set to each backfilled time (the

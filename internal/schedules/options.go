@@ -12,10 +12,20 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// FireTimeout bounds one fire workflow. Fires only plan and start a run, so
-// they take well under a second; the bound keeps one stuck fire (no worker,
-// a poisoned task) from holding a BUFFER_ALL schedule's queue forever.
+// FireTimeout is how long a fire may wait beyond its schedule's catchup
+// window. Fires only plan and start a run, so with a worker they take well
+// under a second; a fire waits longer only while no worker polls, and under
+// BUFFER_ALL the fires behind it wait in the server's buffer. A fire's
+// execution timeout is therefore its catchup window plus FireTimeout: long
+// enough that a worker outage within the catchup window loses no fire, short
+// enough that a poisoned fire does not hold the queue forever.
 const FireTimeout = time.Hour
+
+// fireTimeout is the execution timeout of the fires of a schedule whose
+// catchup window is catchupWindow.
+func fireTimeout(catchupWindow time.Duration) time.Duration {
+	return min(catchupWindow+FireTimeout, MaxCatchupWindow)
+}
 
 // MaxCatchupWindow caps the catchup window (catchup_limit × interval can
 // exceed what a time.Duration holds: 1000 fires of a yearly cron); an outage
@@ -93,7 +103,7 @@ func Options(def contracts.ActivityDefinition, now time.Time) (client.ScheduleOp
 			Workflow:                 workflows.ScheduleFireWorkflowType,
 			Args:                     []any{workflows.FireInput{Definition: def}},
 			TaskQueue:                workflows.ActivitiesTaskQueue,
-			WorkflowExecutionTimeout: FireTimeout,
+			WorkflowExecutionTimeout: fireTimeout(policy.CatchupWindow),
 		},
 		Overlap:       policy.Overlap,
 		CatchupWindow: policy.CatchupWindow,

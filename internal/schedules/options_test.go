@@ -79,7 +79,7 @@ func TestOptions(t *testing.T) {
 				Workflow:                 workflows.ScheduleFireWorkflowType,
 				Args:                     []any{workflows.FireInput{Definition: withDefaults(tt.def)}},
 				TaskQueue:                "activities",
-				WorkflowExecutionTimeout: time.Hour,
+				WorkflowExecutionTimeout: min(tt.catchup+time.Hour, MaxCatchupWindow),
 			}, opts.Action)
 			assert.Equal(t, tt.overlap, opts.Overlap)
 			assert.Equal(t, tt.catchup, opts.CatchupWindow)

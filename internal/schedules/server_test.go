@@ -112,7 +112,7 @@ func TestPutOnServer(t *testing.T) {
 	assert.Equal(t, workflows.ScheduleFireWorkflowID(id), action.ID)
 	assert.Equal(t, workflows.ScheduleFireWorkflowType, action.Workflow)
 	assert.Equal(t, workflows.ActivitiesTaskQueue, action.TaskQueue)
-	assert.Equal(t, FireTimeout, action.WorkflowExecutionTimeout)
+	assert.Equal(t, fireTimeout(desc.Schedule.Policy.CatchupWindow), action.WorkflowExecutionTimeout)
 	require.Len(t, action.Args, 1)
 	var in workflows.FireInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(action.Args[0].(*commonpb.Payload), &in))

@@ -246,3 +246,50 @@ func TestExistingTaskChildIsTreatedAsStarted(t *testing.T) {
 	}
 	h.recordIfAsked(workflowID, "run-existing-child")
 }
+
+// Temporal forgets a closed run after the namespace's retention period; a
+// redelivery then starts the workflow ID anew. Played here by a second,
+// fresh server on the same database: the run row, already final, keeps the
+// tasks from running twice.
+func TestRedeliveryAfterRetentionRunsNoTaskTwice(t *testing.T) {
+	db := dbtest.SQLite(t).URL
+	first := newHarness(t, nil, db)
+	stopFirst := first.startWorker()
+	ctx := background(t)
+	def := eventDefinition("order.created", contracts.TaskSpec{TaskType: "noop", Count: 2})
+	first.define(def)
+	env := contracts.EventEnvelope{EventID: "evt-retained", EventType: "order.created", Source: "shop", TenantID: "t-1", OccurredAt: time.Now()}
+	routed, err := first.svc.Deliver(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflowID := routed.Runs[0].WorkflowID
+	if err := first.c.GetWorkflow(ctx, workflowID, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	stopFirst()
+
+	later := newHarness(t, nil, db)
+	later.startWorker()
+	again, err := later.svc.Deliver(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Runs[0].Duplicate {
+		t.Fatal("a server that never saw the run reports a duplicate")
+	}
+	var res workflows.RunResult
+	if err := later.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != workflows.StatusSucceeded || len(res.Tasks) != 0 {
+		t.Fatalf("second execution's result %+v, want the recorded status and no tasks", res)
+	}
+	if n := countEvents(later.history(workflowID), enums.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED); n != 0 {
+		t.Fatalf("the second execution started %d children, want 0", n)
+	}
+	if n, err := later.store.CountTasks(ctx, workflows.RunID(workflowID)); err != nil || n != 2 {
+		t.Fatalf("%d task rows (%v), want 2", n, err)
+	}
+	later.recordIfAsked(workflowID, "run-already-finished")
+}
