@@ -23,9 +23,9 @@ var (
 	demoCron = contracts.ActivityDefinition{
 		ActivityID: "7f0c1a52-3d4e-4b8f-9a61-2c5e8d7b0a01", TenantID: "demo", Name: "minutely-digest",
 		Trigger: contracts.Trigger{Type: contracts.TriggerCron, Cron: &contracts.CronTrigger{
-			Expression: "* * * * *", Timezone: "UTC", MisfirePolicy: contracts.MisfireSkip,
+			Expression: "* * * * *", Timezone: "UTC", MisfirePolicy: contracts.MisfireCatchup, CatchupLimit: 3,
 		}},
-		DedupeKeyStrategy: contracts.MisfireSkip,
+		DedupeKeyStrategy: contracts.MisfireCatchup,
 		Tasks:             []contracts.TaskSpec{{TaskType: "noop", Count: 2}},
 	}
 	demoEvent = contracts.ActivityDefinition{
@@ -56,11 +56,16 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 		}
 		fmt.Fprintf(out, "  defined %-17s (%s)\n", def.Name, how)
 	}
+	// The schedule was just created; replay the last minute's fire, as the
+	// server does after an outage, so a cron run shows without waiting.
 	handle := svc.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(demoCron.ActivityID))
-	if err := handle.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enums.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}); err != nil {
-		return fmt.Errorf("firing the demo schedule: %w", err)
+	lastMinute := time.Now().UTC().Truncate(time.Minute)
+	if err := handle.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{
+		{Start: lastMinute, End: lastMinute, Overlap: enums.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL},
+	}}); err != nil {
+		return fmt.Errorf("backfilling the demo schedule: %w", err)
 	}
-	fmt.Fprintf(out, "  fired %s now (it also fires every minute)\n", workflows.ScheduleID(demoCron.ActivityID))
+	fmt.Fprintf(out, "  backfilled the %s fire of %s (misfire policy catchup)\n", lastMinute.Format("15:04"), workflows.ScheduleID(demoCron.ActivityID))
 
 	env := contracts.EventEnvelope{
 		EventID: "evt-demo-order-1", EventType: "order.created", Source: "shop", TenantID: "demo",
@@ -84,13 +89,12 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 	if err := svc.Temporal.GetWorkflow(ctx, eventWorkflow, "").Get(ctx, nil); err != nil {
 		return fmt.Errorf("event run: %w", err)
 	}
-	cronRuns, err := waitForRun(ctx, svc.Store, demoCron.ActivityID)
-	if err != nil {
+	cronWorkflow := workflows.CronRunWorkflowID(demoCron.ActivityID, lastMinute)
+	if err := waitForRun(ctx, svc, workflows.RunID(cronWorkflow)); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "\nruns:")
-	views := []platform.RunView{}
-	for _, runID := range []string{cronRuns[len(cronRuns)-1].RunID, workflows.RunID(eventWorkflow)} {
+	for _, runID := range []string{workflows.RunID(cronWorkflow), workflows.RunID(eventWorkflow)} {
 		v, err := svc.Run(ctx, runID)
 		if errors.Is(err, platform.ErrNotFound) {
 			// The server already had this run from a session with another database.
@@ -100,31 +104,30 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 		if err != nil {
 			return err
 		}
-		views = append(views, v)
-	}
-	for _, v := range views {
 		fmt.Fprintf(out, "  %s  %-9s %-5s %s\n", v.RunID, v.Status, v.TriggerType, v.WorkflowID)
+		if v.WindowStart != nil && v.WindowEnd != nil {
+			fmt.Fprintf(out, "      window %s .. %s\n", v.WindowStart.Format(time.RFC3339), v.WindowEnd.Format(time.RFC3339))
+		}
 		for _, t := range v.Tasks {
 			fmt.Fprintf(out, "      task %-6s #%d %-9s %s\n", t.TaskType, t.Index, t.Status, t.ID)
 		}
 	}
-	fmt.Fprintf(out, "  (%d runs of %s on record)\n", len(cronRuns), demoCron.Name)
 	return nil
 }
 
-// waitForRun waits until the activity has a finished run and returns its runs.
-func waitForRun(ctx context.Context, st *store.Store, activityID string) ([]store.Run, error) {
+// waitForRun waits until run runID has a final row.
+func waitForRun(ctx context.Context, svc *platform.Service, runID string) error {
 	for {
-		runs, err := st.ListRuns(ctx, activityID)
-		if err != nil {
-			return nil, err
-		}
-		if n := len(runs); n > 0 && (runs[n-1].Status == store.StatusSucceeded || runs[n-1].Status == store.StatusFailed) {
-			return runs, nil
+		v, err := svc.Run(ctx, runID)
+		switch {
+		case err == nil && (v.Status == store.StatusSucceeded || v.Status == store.StatusFailed):
+			return nil
+		case err != nil && !errors.Is(err, platform.ErrNotFound):
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for a run of %s: %w", activityID, ctx.Err())
+			return fmt.Errorf("waiting for run %s: %w", runID, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
