@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,9 +122,9 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 		LogLevel:         "error",
 		SearchAttributes: SearchAttributes(),
 		ExtraArgs:        opts.ExtraArgs,
-		// The server's banner and logs go to stderr, so that the stdout of
-		// tests and benchmarks stays theirs (benchstat parses it).
-		Stdout: os.Stderr,
+		// The server's banner would land in the middle of a benchmark's
+		// result line (go test merges the output streams); its errors stay.
+		Stdout: io.Discard,
 		Stderr: os.Stderr,
 	})
 	if err != nil {
