@@ -14,8 +14,9 @@ import (
 //	absent -> in_progress (owner token, lock TTL) -> completed | failed_final
 //	                                              -> released (absent again)
 //
-// Complete and Release succeed only for the current owner: a holder whose lock
-// expired and was taken over by another request can no longer write. Keys
+// Complete and Release succeed only for the current owner while its lock
+// lasts: a holder whose lock expired, taken over by another request or not,
+// can no longer write. Keys
 // come already scoped (tenant, operation, key); implementations treat them as
 // opaque strings. Implementations: MemoryStore here, Redis in
 // dedup/redisstore, SQL in dedup/sqlstore; dedup/keystoretest holds the
@@ -93,6 +94,6 @@ type Response struct {
 }
 
 // ErrNotOwner means the caller's owner token no longer holds the key: its
-// lock expired and another request claimed the key, or it was finished or
-// released already.
+// lock expired (whether or not another request has claimed the key since),
+// or it was finished or released already.
 var ErrNotOwner = errors.New("idempotency key is not held by this owner")

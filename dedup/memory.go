@@ -1,0 +1,229 @@
+package dedup
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+)
+
+// DefaultMemoryKeys is how many keys a MemoryStore holds when NewMemoryStore
+// is given no positive bound.
+const DefaultMemoryKeys = 100_000
+
+// MemoryStore is a KeyStore in the process's memory: the default store of a
+// single API process, lost when it restarts. It is safe for concurrent use.
+//
+// Keys expire: a completed or failed_final key after the ttl given to
+// Complete, an in-progress key after its lockTTL (it can then be claimed
+// again). The store is bounded: when it is full and a new key comes, it first
+// drops every expired entry; if none had expired, it drops the finished
+// (completed or failed_final) key closest to expiry, and only if every key is
+// in progress, the claim closest to its lock's end. Claims in progress are
+// spared because their requests are running: evicting one would let a
+// concurrent duplicate run too and make its owner's Complete fail, while
+// there are at most as many of them as concurrent requests. An evicted
+// finished key can be claimed again before its ttl ran out, and its request
+// executed a second time; the layers below (such as the entity workflow's
+// dedup Window) still recognise such a duplicate, so the bound trades memory
+// for a weaker first line of defence.
+type MemoryStore struct {
+	// Now is the store's clock; nil means time.Now. Tests replace it.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	maxKeys int
+	entries map[string]*memoryEntry
+	// locks holds the entries in progress by the end of their lock, kept
+	// the finished ones by the end of their retention.
+	locks, kept expiryHeap
+}
+
+// memoryEntry is one key's record.
+type memoryEntry struct {
+	key         string
+	fingerprint string
+	state       string
+	owner       string
+	response    Response
+	// expires is when the entry stops counting: the end of the lock while in
+	// progress, the end of retention once finished.
+	expires time.Time
+	// index is the entry's position in its expiryHeap (the store's locks
+	// or kept, by state).
+	index int
+}
+
+// NewMemoryStore returns an empty MemoryStore holding at most maxKeys keys
+// (DefaultMemoryKeys when maxKeys <= 0).
+func NewMemoryStore(maxKeys int) *MemoryStore {
+	if maxKeys <= 0 {
+		maxKeys = DefaultMemoryKeys
+	}
+	return &MemoryStore{maxKeys: maxKeys, entries: make(map[string]*memoryEntry)}
+}
+
+// Claim implements KeyStore.
+func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL time.Duration) (Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	e := s.live(key, now)
+	switch {
+	case e == nil:
+		if len(s.entries) >= s.maxKeys {
+			s.evict(now)
+		}
+		e = &memoryEntry{
+			key:         key,
+			fingerprint: fingerprint,
+			state:       StateInProgress,
+			owner:       NewOwnerToken(),
+			expires:     now.Add(lockTTL),
+		}
+		s.entries[key] = e
+		heap.Push(&s.locks, e)
+		return Claim{Outcome: Claimed, Owner: e.owner}, nil
+	case e.fingerprint != fingerprint:
+		return Claim{Outcome: Mismatch}, nil
+	case e.state == StateInProgress:
+		return Claim{Outcome: InProgress, RetryAfter: e.expires.Sub(now)}, nil
+	default:
+		resp := cloneResponse(e.response)
+		return Claim{Outcome: Replay, Response: &resp}, nil
+	}
+}
+
+// Complete implements KeyStore.
+func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp Response, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	e := s.owned(key, owner, now)
+	if e == nil {
+		return ErrNotOwner
+	}
+	heap.Remove(&s.locks, e.index)
+	e.state = FinalState(resp.Status)
+	e.response = cloneResponse(resp)
+	e.expires = now.Add(ttl)
+	heap.Push(&s.kept, e)
+	return nil
+}
+
+// Release implements KeyStore.
+func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.owned(key, owner, s.now())
+	if e == nil {
+		return ErrNotOwner
+	}
+	s.remove(e)
+	return nil
+}
+
+// Len reports how many keys the store holds, expired ones not yet dropped
+// included, for metrics.
+func (s *MemoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+// now reads the store's clock.
+func (s *MemoryStore) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// live returns key's entry, or nil if there is none or it expired (an
+// expired entry is dropped on the way).
+func (s *MemoryStore) live(key string, now time.Time) *memoryEntry {
+	e := s.entries[key]
+	if e == nil {
+		return nil
+	}
+	if !now.Before(e.expires) {
+		s.remove(e)
+		return nil
+	}
+	return e
+}
+
+// owned returns key's entry if owner holds it: it is in progress, its lock
+// has not expired and owner is its token. Otherwise nil.
+func (s *MemoryStore) owned(key, owner string, now time.Time) *memoryEntry {
+	e := s.live(key, now)
+	if e == nil || e.state != StateInProgress || e.owner != owner {
+		return nil
+	}
+	return e
+}
+
+// evict makes room for one entry: it drops every expired entry, or, if none
+// had expired, the finished entry closest to expiry, or if there is none,
+// the claim closest to its lock's end.
+func (s *MemoryStore) evict(now time.Time) {
+	dropped := false
+	for _, h := range []*expiryHeap{&s.locks, &s.kept} {
+		for len(*h) > 0 && !now.Before((*h)[0].expires) {
+			s.remove((*h)[0])
+			dropped = true
+		}
+	}
+	switch {
+	case dropped:
+	case len(s.kept) > 0:
+		s.remove(s.kept[0])
+	case len(s.locks) > 0:
+		s.remove(s.locks[0])
+	}
+}
+
+// remove forgets e.
+func (s *MemoryStore) remove(e *memoryEntry) {
+	if e.state == StateInProgress {
+		heap.Remove(&s.locks, e.index)
+	} else {
+		heap.Remove(&s.kept, e.index)
+	}
+	delete(s.entries, e.key)
+}
+
+// cloneResponse deep-copies r, so that neither the caller of Complete nor
+// the receiver of a Replay can change the stored response.
+func cloneResponse(r Response) Response {
+	return Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+}
+
+// expiryHeap orders entries by expiry, soonest first (container/heap).
+type expiryHeap []*memoryEntry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *expiryHeap) Push(x any) {
+	e := x.(*memoryEntry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+var _ KeyStore = (*MemoryStore)(nil)

@@ -1,0 +1,87 @@
+package dedup_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/dedup/keystoretest"
+)
+
+func TestMemoryStoreConformance(t *testing.T) {
+	t.Run("fake clock", func(t *testing.T) {
+		keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+			clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := dedup.NewMemoryStore(0)
+			s.Now = clock.Now
+			return s, clock
+		})
+	})
+	t.Run("real clock", func(t *testing.T) {
+		keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+			return dedup.NewMemoryStore(0), keystoretest.RealClock{}
+		})
+	})
+}
+
+// fakeMemoryStore is a MemoryStore of at most maxKeys keys on a fake clock.
+func fakeMemoryStore(maxKeys int) (*dedup.MemoryStore, *keystoretest.FakeClock) {
+	clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := dedup.NewMemoryStore(maxKeys)
+	s.Now = clock.Now
+	return s, clock
+}
+
+func TestMemoryStoreEvictedOwnerIsNotOwner(t *testing.T) {
+	ctx := context.Background()
+	s, _ := fakeMemoryStore(1)
+	first, err := s.Claim(ctx, "a", "fp", time.Minute)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, "b", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Len())
+	assert.ErrorIs(t, s.Complete(ctx, "a", first.Owner, dedup.Response{Status: http.StatusOK}, time.Hour), dedup.ErrNotOwner)
+}
+
+func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {
+	ctx := context.Background()
+	s, clock := fakeMemoryStore(10)
+	a, err := s.Claim(ctx, "a", "fp", time.Minute)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, "b", "fp", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, s.Len())
+	require.NoError(t, s.Release(ctx, "a", a.Owner))
+	assert.Equal(t, 1, s.Len(), "Release forgets the key")
+	clock.Advance(time.Minute)
+	_, err = s.Claim(ctx, "b", "other", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Len(), "an expired key met again is replaced")
+}
+
+func BenchmarkClaimComplete(b *testing.B) {
+	s := dedup.NewMemoryStore(0)
+	ctx := context.Background()
+	resp := dedup.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"points":125}`)}
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := "bench:" + strconv.FormatInt(n.Add(1), 10)
+			c, err := s.Claim(ctx, key, "fp", 30*time.Second)
+			if err != nil || c.Outcome != dedup.Claimed {
+				b.Fatalf("Claim: %v %v", c.Outcome, err)
+			}
+			if err := s.Complete(ctx, key, c.Owner, resp, time.Hour); err != nil {
+				b.Fatalf("Complete: %v", err)
+			}
+		}
+	})
+}
