@@ -1,5 +1,7 @@
-// Command starter is the project's command line for people and scripts:
+// Command starter serves the HTTP API and is the project's command line for
+// people and scripts:
 //
+//	starter serve    [-http-addr 127.0.0.1:8080] [-idempotency-store memory|redis://...|sql]
 //	starter points   -customer c-1 -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
 //	starter status   -customer c-1
 //	starter unenroll -customer c-1
@@ -38,6 +40,7 @@ import (
 const usage = `usage: starter <command> [flags]
 
 commands:
+  serve      run the HTTP API (HTTP_ADDR, default 127.0.0.1:8080)
   points     apply a point event to a customer (creates the customer on first use)
   status     print a customer's status
   unenroll   end a customer's rewards entity
@@ -76,6 +79,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return statusCommand(ctx, fs, g, args, out)
 	case "unenroll":
 		return unenrollCommand(ctx, fs, g, args, out)
+	case "serve":
+		return serveCommand(ctx, fs, g, args, out)
 	case "define":
 		return defineCommand(ctx, fs, g, args, out)
 	case "event":

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -114,6 +116,11 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 		if co.HostPort == "" {
 			co.HostPort = opts.HostPort
 		}
+	}
+	if co.Logger == nil {
+		// The SDK's default logger prints every start and connection at info
+		// level, into the middle of test and benchmark output.
+		co.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:     bin,

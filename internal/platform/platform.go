@@ -152,8 +152,11 @@ func (s *Service) Deliver(ctx context.Context, env contracts.EventEnvelope) (rou
 
 // StartManualRun starts a run of activityID by hand under the workflow ID
 // activity-{activity_id}:manual:{idempotencyKey}, so the same key never starts
-// two runs. It refuses with ErrTooManyRuns while the activity has
-// max_concurrent_runs runs pending or running.
+// two runs: a repeated key answers with the run it started (Duplicate). A new
+// key is admitted only while the activity has fewer than max_concurrent_runs
+// runs pending or running (store.AdmitRun counts and takes the slot in one
+// transaction); otherwise ErrTooManyRuns, with nothing written. When the
+// workflow cannot be started the slot is given back.
 func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey string) (workflows.StartRunResult, error) {
 	if idempotencyKey == "" {
 		return workflows.StartRunResult{}, errors.New("an idempotency key is required")
@@ -162,15 +165,30 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	if err != nil {
 		return workflows.StartRunResult{}, err
 	}
-	inFlight, err := s.Store.RunningRuns(ctx, activityID)
+	workflowID := workflows.ManualRunWorkflowID(activityID, idempotencyKey)
+	runID := workflows.RunID(workflowID)
+	admission, err := s.Store.AdmitRun(ctx, store.Run{
+		RunID: runID, WorkflowID: workflowID, ActivityID: def.ActivityID, TenantID: def.TenantID,
+		TriggerType: contracts.TriggerManual, CreatedAt: time.Now().UTC(),
+	}, def.MaxConcurrentRuns)
 	if err != nil {
 		return workflows.StartRunResult{}, err
 	}
-	if limit := def.MaxConcurrentRuns; limit > 0 && inFlight >= limit {
-		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w", activityID, inFlight, limit, ErrTooManyRuns)
+	if !admission.Admitted && !admission.Existed {
+		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w",
+			activityID, admission.InFlight, def.MaxConcurrentRuns, ErrTooManyRuns)
 	}
 	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
-	return router.StartRun(ctx, s.Temporal, workflows.ManualRunWorkflowID(activityID, idempotencyKey), in)
+	res, err := router.StartRun(ctx, s.Temporal, workflowID, in)
+	if err != nil && admission.Admitted {
+		if _, abandonErr := s.Store.AbandonRun(context.WithoutCancel(ctx), runID); abandonErr != nil {
+			err = errors.Join(err, abandonErr)
+		}
+	}
+	if admission.Existed {
+		res.Duplicate = true
+	}
+	return res, err
 }
 
 // SyncSchedules makes the Temporal Schedules match the stored cron definitions.

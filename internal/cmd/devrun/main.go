@@ -1,9 +1,9 @@
 // Command devrun is what `make run` runs: it uses the Temporal server named by
 // TEMPORAL_ADDRESS, or one already listening on 127.0.0.1:7233, or starts the
 // Temporal CLI's dev server with SQLite persistence under ./data and its Web UI on
-// 127.0.0.1:8233; then it starts the worker, plays a short demo, prints what
-// happened, and keeps everything running until Ctrl-C, when it stops what it
-// started.
+// 127.0.0.1:8233; then it starts the worker and the HTTP API (starter serve,
+// on HTTP_ADDR or 127.0.0.1:8080), plays a short demo, prints what happened,
+// and keeps everything running until Ctrl-C, when it stops what it started.
 package main
 
 import (
@@ -68,6 +68,15 @@ func run() error {
 		return err
 	}
 	children = append(children, worker)
+	httpAddr := os.Getenv("HTTP_ADDR")
+	if httpAddr == "" {
+		httpAddr = apiAddress
+	}
+	api, err := startChild("starter", filepath.Join("bin", "starter"), "serve", "-address", address, "-http-addr", httpAddr)
+	if err != nil {
+		return err
+	}
+	children = append(children, api)
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts, err := temporalclient.Options(address, "", logger)
@@ -94,11 +103,15 @@ func run() error {
 	if err == nil {
 		err = playPlatformDemo(demoCtx, &platform.Service{Store: st, Temporal: c, Logger: logger}, os.Stdout)
 	}
+	if err == nil {
+		err = playAPIDemo(demoCtx, "http://"+httpAddr, os.Stdout)
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*, runs activity-*)\n", uiAddress, opts.Namespace)
+	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, httpAddr)
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
 

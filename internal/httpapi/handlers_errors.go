@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// Problem types of the API's own answers (the idempotency layer has its own).
+const (
+	problemNotFound        = "https://entityflow.dev/problems/not-found"
+	problemInvalidRequest  = "https://entityflow.dev/problems/invalid-request"
+	problemRejected        = "https://entityflow.dev/problems/rejected"
+	problemTooManyRuns     = "https://entityflow.dev/problems/too-many-runs"
+	problemUnavailable     = "https://entityflow.dev/problems/dependency-unavailable"
+	problemInternal        = "https://entityflow.dev/problems/internal"
+	retryAfterTooManyRuns  = "5"
+	retryAfterUnavailable  = "2"
+	titleInvalidRequest    = "Invalid request"
+	detailDedupKeyInHeader = "dedup_key must not be in the body: the Idempotency-Key header is the key"
+)
+
+// invalid answers 400 with what is wrong; a contracts.ValidationError lists
+// each field and reason.
+func invalid(w http.ResponseWriter, err error) {
+	p := Problem{Type: problemInvalidRequest, Title: titleInvalidRequest, Status: http.StatusBadRequest, Detail: err.Error()}
+	var verr *contracts.ValidationError
+	if errors.As(err, &verr) {
+		p.Errors = verr.Problems
+	}
+	WriteProblem(w, p)
+}
+
+// fail answers for an error from a backend: the entity's refusals are final
+// (422, replayed for the same key), unknown things are 404, a full activity
+// is 429 and a dependency down is 503 (both release the key, so the same key
+// can be retried), anything else 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var appErr *temporal.ApplicationError
+	var verr *contracts.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		invalid(w, err)
+	case errors.As(err, &appErr) && isEntityRefusal(appErr.Type()):
+		WriteProblem(w, Problem{Type: problemRejected + "/" + appErr.Type(), Title: "Rejected by the entity",
+			Status: http.StatusUnprocessableEntity, Detail: appErr.Message()})
+	case errors.Is(err, rewardsclient.ErrUnknownCustomer), errors.Is(err, platform.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		WriteProblem(w, Problem{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound, Detail: err.Error()})
+	case errors.Is(err, platform.ErrTooManyRuns):
+		w.Header().Set("Retry-After", retryAfterTooManyRuns)
+		WriteProblem(w, Problem{Type: problemTooManyRuns, Title: "Too many runs in flight", Status: http.StatusTooManyRequests, Detail: err.Error()})
+	case unavailable(err):
+		s.logger().Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", retryAfterUnavailable)
+		WriteProblem(w, Problem{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable, Detail: err.Error()})
+	default:
+		s.logger().Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		WriteProblem(w, Problem{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: err.Error()})
+	}
+}
+
+// isEntityRefusal tells the rewards entity's final refusals of an event.
+func isEntityRefusal(errType string) bool {
+	switch errType {
+	case workflows.ErrInvalidEvent, workflows.ErrIdempotencyKeyReused, workflows.ErrNotEnrolled:
+		return true
+	}
+	return false
+}
+
+// unavailable tells failures that say nothing about the request: Temporal or
+// the database unreachable, overloaded or too slow. Retrying may succeed.
+func unavailable(err error) bool {
+	var unavail *serviceerror.Unavailable
+	var exhausted *serviceerror.ResourceExhausted
+	var deadline *serviceerror.DeadlineExceeded
+	var notReady *serviceerror.WorkflowNotReady
+	return errors.As(err, &unavail) || errors.As(err, &exhausted) || errors.As(err, &deadline) ||
+		errors.As(err, &notReady) || errors.Is(err, context.DeadlineExceeded) || store.IsUnavailable(err) ||
+		rewardsclient.Retryable(err)
+}

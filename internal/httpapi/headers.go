@@ -1,0 +1,11 @@
+package httpapi
+
+// Request and response headers of the API.
+const (
+	// KeyHeader carries the client's idempotency key on commands.
+	KeyHeader = "Idempotency-Key"
+	// TenantHeader names the tenant a request acts for (default "default").
+	TenantHeader = "X-Tenant-ID"
+	// ReplayedHeader marks a response replayed from the key store.
+	ReplayedHeader = "Idempotent-Replayed"
+)

@@ -1,0 +1,330 @@
+// Package api_test runs the HTTP API against a real Temporal dev server, real
+// workers, the database and each idempotency key store: the contract's
+// Idempotency-Key rules end to end, the admission runbook, a hundred
+// concurrent retries of one command, and a key store flushed mid-traffic.
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/dedup/redisstore"
+	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/platformworker"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+func quietLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// stack is a dev server, both workers, a database and the API in front.
+type stack struct {
+	t     testing.TB
+	c     client.Client
+	store *store.Store
+	url   string
+}
+
+// newStack starts everything; keys is the idempotency key store.
+func newStack(t testing.TB, keys dedup.KeyStore) *stack {
+	t.Helper()
+	c := devserver.ForTest(t, devserver.Options{}).Client()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbtest.SQLite(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	logger := quietLogger(t)
+	for _, w := range []worker.Worker{
+		rewardsworker.New(c, "default", activities.StoreRecorder{Store: st}, worker.Options{}),
+		platformworker.New(c, &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}, worker.Options{}),
+	} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
+	api := &httpapi.Server{
+		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger},
+		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
+		Idempotency: &httpapi.Idempotency{Store: keys, Metrics: metrics, Logger: logger},
+		Metrics:     metrics,
+		Logger:      logger,
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &stack{t: t, c: c, store: st, url: srv.URL}
+}
+
+// response is an answer of the API, body read.
+type response struct {
+	status   int
+	header   http.Header
+	body     []byte
+	replayed bool
+}
+
+// do sends one request; key "" sends none.
+func (s *stack) do(method, path, key string, body any) response {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+}
+
+// untilDone repeats a command while the API answers 409 (in progress), as a
+// well-behaved client does, honouring Retry-After (capped for the test).
+func (s *stack) untilDone(method, path, key string, body any) response {
+	s.t.Helper()
+	for {
+		r := s.do(method, path, key, body)
+		if r.status != http.StatusConflict {
+			return r
+		}
+		wait, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		time.Sleep(min(time.Duration(wait)*time.Second, 200*time.Millisecond))
+	}
+}
+
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decoding %d %s: %v", r.status, r.body, err)
+	}
+	return v
+}
+
+// The contract's Idempotency-Key rules, end to end through the points command.
+func TestPointsIdempotencyRules(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	path := "/v1/customers/c-rules/points"
+	ev := map[string]any{"activity": "purchase", "points": 25, "source_id": "order-1"}
+
+	if r := s.do("POST", path, "", ev); r.status != http.StatusBadRequest {
+		t.Fatalf("no key: %d %s", r.status, r.body)
+	}
+	if r := s.do("POST", path, string(bytes.Repeat([]byte("k"), 256)), ev); r.status != http.StatusBadRequest {
+		t.Fatalf("256-byte key: %d %s", r.status, r.body)
+	}
+	first := s.do("POST", path, "k-1", ev)
+	if first.status != http.StatusOK || first.replayed {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	res := decode[workflows.PointsResult](t, first)
+	if !res.Applied || res.Points != 25 {
+		t.Fatalf("first result %+v", res)
+	}
+	again := s.do("POST", path, "k-1", map[string]any{"source_id": "order-1", "points": 25, "activity": "purchase"})
+	if again.status != http.StatusOK || !again.replayed || !bytes.Equal(again.body, first.body) {
+		t.Fatalf("replay: %d replayed=%v %s, want the first answer replayed", again.status, again.replayed, again.body)
+	}
+	if r := s.do("POST", path, "k-1", map[string]any{"activity": "purchase", "points": 30}); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, other request: %d %s", r.status, r.body)
+	}
+	if r := s.do("POST", path, "k-2", map[string]any{"points": 25, "dedup_key": "mine"}); r.status != http.StatusBadRequest {
+		t.Fatalf("dedup_key in the body: %d %s", r.status, r.body)
+	}
+	// A final failure (an overdraft refused by the entity) is replayed too.
+	over := s.do("POST", path, "k-3", map[string]any{"points": -1000})
+	if over.status != http.StatusUnprocessableEntity {
+		t.Fatalf("overdraft: %d %s", over.status, over.body)
+	}
+	if r := s.do("POST", path, "k-3", map[string]any{"points": -1000}); r.status != over.status || !r.replayed {
+		t.Fatalf("overdraft again: %d replayed=%v", r.status, r.replayed)
+	}
+	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-rules", "", nil))
+	if st.Points != 25 || st.EventCount != 1 {
+		t.Fatalf("status %+v, want 25 points from one event", st)
+	}
+	if r := s.do("GET", "/v1/customers/nobody", "", nil); r.status != http.StatusNotFound {
+		t.Fatalf("unknown customer: %d %s", r.status, r.body)
+	}
+}
+
+// A hundred concurrent POSTs of one points command with one key: the points
+// are applied once and every client ends with the same body.
+func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	path := "/v1/customers/c-hundred/points"
+	ev := map[string]any{"activity": "purchase", "points": 40, "source_id": "order-7"}
+	bodies := make([][]byte, 100)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() {
+			r := s.untilDone("POST", path, "one-key", ev)
+			if r.status != http.StatusOK {
+				t.Errorf("request %d: %d %s", i, r.status, r.body)
+			}
+			bodies[i] = r.body
+		})
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Fatalf("request %d got %s, request 0 got %s", i, b, bodies[0])
+		}
+	}
+	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-hundred", "", nil))
+	if st.Points != 40 || st.EventCount != 1 {
+		t.Fatalf("status %+v, want 40 points from one event", st)
+	}
+}
+
+// Redis flushed in the middle of traffic: the key store forgets every key, so
+// retries run the command again, but the entity's dedup window (the scoped
+// key is the event's dedup_key) still holds: no event counts twice. This is
+// why the idempotency layers exist one above the other.
+func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
+	ctx := context.Background()
+	rc, err := redisstore.Open(ctx, "redis://127.0.0.1:6379/0")
+	if err != nil {
+		if requireServices() {
+			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	prefix := "test:" + uuid.NewString() + ":"
+	t.Cleanup(func() { deletePrefix(rc, prefix) })
+	s := newStack(t, redisstore.New(rc, prefix))
+	path := "/v1/customers/c-flush/points"
+	// Every event is sent twice (a client retry), by five clients; the key
+	// store is flushed once two thirds of the requests are done, so some
+	// retries are answered from Redis and the rest only by the entity.
+	const events = 30
+	jobs := make(chan int)
+	var done sync.WaitGroup
+	var flushed sync.Once
+	var mu sync.Mutex
+	completed := 0
+	for range 5 {
+		done.Go(func() {
+			for i := range jobs {
+				r := s.untilDone("POST", path, fmt.Sprint("evt-", i), map[string]any{"points": 10, "source_id": fmt.Sprint("o-", i)})
+				if r.status != http.StatusOK {
+					t.Errorf("event %d: %d %s", i, r.status, r.body)
+				}
+				mu.Lock()
+				completed++
+				if completed == 2*events*2/3 {
+					flushed.Do(func() { deletePrefix(rc, prefix) })
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for range 2 {
+		for i := range events {
+			jobs <- i
+		}
+	}
+	close(jobs)
+	done.Wait()
+	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-flush", "", nil))
+	if st.Points != events*10 || st.EventCount != events {
+		t.Fatalf("status %+v after the flush and a full resend, want %d points from %d events", st, events*10, events)
+	}
+}
+
+// The admission runbook: limit 1, one run in flight; a request with key K is
+// refused with 429 and its key released; once the run finishes the same K
+// succeeds and maps to a new run.
+func TestAdmissionRunbook(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	id := uuid.NewString()
+	def := map[string]any{
+		"activity_id": id, "tenant_id": "default", "name": "slow",
+		"trigger":             map[string]any{"type": "event", "event": map[string]any{"event_types": []string{"slow.requested"}}},
+		"dedupe_key_strategy": "event_id",
+		"tasks":               []map[string]any{{"task_type": "sleep", "count": 1, "params": map[string]any{"duration": "3s"}}},
+		"max_concurrent_runs": 1,
+	}
+	if r := s.do("PUT", "/v1/activities/"+id, "define-1", def); r.status != http.StatusOK {
+		t.Fatalf("define: %d %s", r.status, r.body)
+	}
+	first := s.do("POST", "/v1/activities/"+id+"/runs", "run-A", nil)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first run: %d %s", first.status, first.body)
+	}
+	refused := s.do("POST", "/v1/activities/"+id+"/runs", "run-K", nil)
+	if refused.status != http.StatusTooManyRequests || refused.header.Get("Retry-After") == "" {
+		t.Fatalf("second run while the first is in flight: %d %s", refused.status, refused.body)
+	}
+	started := decode[map[string]any](t, first)
+	ctx := context.Background()
+	if err := s.c.GetWorkflow(ctx, started["workflow_id"].(string), "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	later := s.do("POST", "/v1/activities/"+id+"/runs", "run-K", nil)
+	if later.status != http.StatusAccepted || later.replayed {
+		t.Fatalf("the same key after the run finished: %d replayed=%v %s", later.status, later.replayed, later.body)
+	}
+	run := decode[map[string]any](t, later)
+	if run["workflow_id"] != workflows.ManualRunWorkflowID(id, "run-K") || run["run_id"] == started["run_id"] {
+		t.Fatalf("second run %v, want a new run under key run-K", run)
+	}
+	if r := s.do("GET", "/v1/runs/"+run["run_id"].(string), "", nil); r.status != http.StatusOK {
+		t.Fatalf("run lookup: %d %s", r.status, r.body)
+	}
+}
+
+func deletePrefix(rc *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := rc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rc.Del(ctx, iter.Val())
+	}
+}
+
+func requireServices() bool { return os.Getenv("REQUIRE_SERVICES") != "" }

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/dedup/redisstore"
+	"github.com/entityflow/entityflow/dedup/sqlstore"
+	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/storeconn"
+	"github.com/entityflow/entityflow/internal/temporalclient"
+)
+
+// serveCommand runs the HTTP API until SIGINT or SIGTERM, then stops taking
+// requests and lets those in flight finish (up to -shutdown-timeout).
+func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	ttlDefault, err := envDuration("IDEMPOTENCY_TTL", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	lockDefault, err := envDuration("IDEMPOTENCY_LOCK_TTL", 30*time.Second)
+	if err != nil {
+		return err
+	}
+	addr := fs.String("http-addr", envOr("HTTP_ADDR", "127.0.0.1:8080"), "listen `address` (env HTTP_ADDR)")
+	dbURL := databaseFlag(fs)
+	keyStore := fs.String("idempotency-store", envOr("IDEMPOTENCY_STORE", "memory"), "idempotency key `store`: memory, redis://..., or sql (the database) (env IDEMPOTENCY_STORE)")
+	ttl := fs.Duration("idempotency-ttl", ttlDefault, "how long finished keys are kept (env IDEMPOTENCY_TTL)")
+	lockTTL := fs.Duration("idempotency-lock-ttl", lockDefault, "how long an in-progress claim holds its key (env IDEMPOTENCY_LOCK_TTL)")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ttl <= 0 || *lockTTL <= 0 {
+		return errors.New("-idempotency-ttl and -idempotency-lock-ttl must be positive")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
+	if err != nil {
+		return err
+	}
+	c, err := temporalclient.Dial(ctx, opts, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := storeconn.Open(ctx, *dbURL, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, closeKeys, err := openKeyStore(ctx, *keyStore, st, logger)
+	if err != nil {
+		return err
+	}
+	defer closeKeys()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := httpapi.NewMetrics(reg)
+	api := &httpapi.Server{
+		Platform:       &platform.Service{Store: st, Temporal: c, Logger: logger},
+		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
+		Idempotency:    &httpapi.Idempotency{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: metrics, Logger: logger},
+		Metrics:        metrics,
+		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Timeout:        *lockTTL * 2 / 3,
+		Logger:         logger,
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *addr, err)
+	}
+	fmt.Fprintf(out, "serving the HTTP API on http://%s (idempotency store %s)\n", ln.Addr(), storeKind(*keyStore))
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: no new requests; waiting for those in flight", "timeout", *shutdown)
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	if err := <-errs; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// openKeyStore opens the idempotency key store spec names: "memory", a
+// redis:// URL, or "sql" for the project's database (with a reaper of
+// expired keys running until ctx ends).
+func openKeyStore(ctx context.Context, spec string, st *store.Store, logger *slog.Logger) (dedup.KeyStore, func(), error) {
+	switch {
+	case spec == "" || spec == "memory":
+		return dedup.NewMemoryStore(0), func() {}, nil
+	case strings.HasPrefix(spec, "redis://") || strings.HasPrefix(spec, "rediss://"):
+		rc, err := redisstore.Open(ctx, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		return redisstore.New(rc, "entityflow:idem:"), func() { rc.Close() }, nil
+	case spec == "sql":
+		ks := sqlstore.New(st)
+		ks.OnReapError = func(err error) { logger.Warn("reaping idempotency keys", "error", err) }
+		rctx, cancel := context.WithCancel(ctx)
+		go ks.RunReaper(rctx, time.Minute)
+		return ks, cancel, nil
+	default:
+		return nil, nil, fmt.Errorf("IDEMPOTENCY_STORE %q: want memory, redis://..., or sql", spec)
+	}
+}
+
+// storeKind names a key store spec without its credentials.
+func storeKind(spec string) string {
+	if strings.HasPrefix(spec, "redis") {
+		return "redis"
+	}
+	if spec == "" {
+		return "memory"
+	}
+	return spec
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// envDuration reads a positive Go duration from the environment variable
+// key, or returns fallback when it is unset.
+func envDuration(key string, fallback time.Duration) (time.Duration, error) {
+	v := os.Getenv(key)
+	if v == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", key, v)
+	}
+	return d, nil
+}
