@@ -60,7 +60,8 @@ test-short:
 
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
 # The dedup window; log_run on SQLite and PostgreSQL; the event router against
-# raw ExecuteWorkflow on a local dev server.
+# raw ExecuteWorkflow on a local dev server; the idempotency layer's added
+# latency per key store against the bare handler; the points command end to end.
 bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
@@ -69,6 +70,10 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 	$(BENCHSTAT) bench-store.txt
 	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt
 	$(BENCHSTAT) -col /impl bench-router.txt
+	$(GO) test -run '^$$' -bench IdempotencyOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/httpapi/ | tee bench-http.txt
+	$(BENCHSTAT) -col /store bench-http.txt
+	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/integration/api/ | tee bench-api.txt
+	$(BENCHSTAT) -col /via bench-api.txt
 
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
@@ -84,4 +89,4 @@ histories: $(TEMPORAL)
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice)$$' ./internal/integration/platform/
 
 clean:
-	rm -rf bin data bench.txt bench-store.txt bench-router.txt
+	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt
