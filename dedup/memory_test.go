@@ -3,8 +3,6 @@ package dedup_test
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,21 +65,5 @@ func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {
 }
 
 func BenchmarkClaimComplete(b *testing.B) {
-	s := dedup.NewMemoryStore(0)
-	ctx := context.Background()
-	resp := dedup.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"points":125}`)}
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			key := "bench:" + strconv.FormatInt(n.Add(1), 10)
-			c, err := s.Claim(ctx, key, "fp", 30*time.Second)
-			if err != nil || c.Outcome != dedup.Claimed {
-				b.Fatalf("Claim: %v %v", c.Outcome, err)
-			}
-			if err := s.Complete(ctx, key, c.Owner, resp, time.Hour); err != nil {
-				b.Fatalf("Complete: %v", err)
-			}
-		}
-	})
+	keystoretest.BenchmarkClaimComplete(b, dedup.NewMemoryStore(0))
 }

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -186,21 +184,5 @@ func TestUnavailable(t *testing.T) {
 
 func BenchmarkClaimComplete(b *testing.B) {
 	c := testClient(b)
-	s := redisstore.New(c, testPrefix(b, c))
-	ctx := context.Background()
-	resp := dedup.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"points":125}`)}
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			key := strconv.FormatInt(n.Add(1), 10)
-			claim, err := s.Claim(ctx, key, "fp", 30*time.Second)
-			if err != nil || claim.Outcome != dedup.Claimed {
-				b.Fatalf("Claim: %v %v", claim.Outcome, err)
-			}
-			if err := s.Complete(ctx, key, claim.Owner, resp, time.Minute); err != nil {
-				b.Fatalf("Complete: %v", err)
-			}
-		}
-	})
+	keystoretest.BenchmarkClaimComplete(b, redisstore.New(c, testPrefix(b, c)))
 }

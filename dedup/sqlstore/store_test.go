@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,23 +195,7 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			s := sqlstore.New(openStore(b, be.open(b).URL))
-			ctx := context.Background()
-			resp := dedup.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"points":125}`)}
-			var n atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					key := strconv.FormatInt(n.Add(1), 10)
-					c, err := s.Claim(ctx, key, "fp", 30*time.Second)
-					if err != nil || c.Outcome != dedup.Claimed {
-						b.Fatalf("Claim: %v %v", c.Outcome, err)
-					}
-					if err := s.Complete(ctx, key, c.Owner, resp, time.Minute); err != nil {
-						b.Fatalf("Complete: %v", err)
-					}
-				}
-			})
+			keystoretest.BenchmarkClaimComplete(b, sqlstore.New(openStore(b, be.open(b).URL)))
 		})
 	}
 }
