@@ -1,21 +1,28 @@
 // Command worker runs the project's Temporal workers: the rewards entities on
 // task queue "rewards" and the activity platform on "activities". Both record
 // what happens in the database named by DATABASE_URL (default: the SQLite file
-// ./data/entity.db), whose migrations it applies at start. It stops polling on
-// SIGINT or SIGTERM and lets in-flight tasks finish before it exits.
+// ./data/entity.db), whose migrations it applies at start, and serves the
+// SDK's metrics for Prometheus on METRICS_ADDR. It stops polling on SIGINT or
+// SIGTERM and lets in-flight tasks finish before it exits.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -23,6 +30,7 @@ import (
 	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/internal/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 	"github.com/entityflow/entityflow/workflows"
@@ -43,6 +51,7 @@ func run() error {
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
 	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
+	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -58,6 +67,16 @@ func run() error {
 	opts, err := temporalclient.Options(*address, *namespace, logger)
 	if err != nil {
 		return err
+	}
+	if *metricsAddr != "off" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.MetricsHandler = sdkmetrics.NewHandler(reg)
+		stopMetrics, err := serveMetrics(*metricsAddr, reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	c, err := temporalclient.Dial(ctx, opts, logger)
 	if err != nil {
@@ -108,4 +127,23 @@ func envOr(key, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// serveMetrics serves reg on http://addr/metrics until the returned stop is
+// called.
+func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics endpoint on %s: %w (set METRICS_ADDR, or off)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics endpoint stopped", "error", err)
+		}
+	}()
+	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
 }

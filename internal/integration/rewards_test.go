@@ -330,7 +330,7 @@ func buildWorker(t *testing.T) string {
 func startWorkerProcess(t *testing.T, bin, address string) *exec.Cmd {
 	t.Helper()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "entity.db")
-	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-log-level", "error")
+	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-metrics-addr", "127.0.0.1:0", "-log-level", "error")
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
