@@ -10,8 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/activities/store"
@@ -33,6 +36,10 @@ type Service struct {
 	Store    *store.Store
 	Temporal client.Client
 	Logger   *slog.Logger
+	// StaleAfter is how old an open run row must be before admission asks
+	// Temporal whether its workflow still runs (default DefaultStaleAfter):
+	// younger rows may belong to a run whose workflow is being started.
+	StaleAfter time.Duration
 }
 
 // Defined reports what Define did.
@@ -175,6 +182,23 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 		return workflows.StartRunResult{}, err
 	}
 	if !admission.Admitted && !admission.Existed {
+		// At the limit: runs whose workflow ended without closing its row
+		// (terminated, timed out) would hold their slots forever; close them
+		// and ask once more.
+		repaired, err := s.repairStaleRuns(ctx, activityID)
+		if err != nil {
+			return workflows.StartRunResult{}, err
+		}
+		if repaired > 0 {
+			if admission, err = s.Store.AdmitRun(ctx, store.Run{
+				RunID: runID, WorkflowID: workflowID, ActivityID: def.ActivityID, TenantID: def.TenantID,
+				TriggerType: contracts.TriggerManual, CreatedAt: time.Now().UTC(),
+			}, def.MaxConcurrentRuns); err != nil {
+				return workflows.StartRunResult{}, err
+			}
+		}
+	}
+	if !admission.Admitted && !admission.Existed {
 		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w",
 			activityID, admission.InFlight, def.MaxConcurrentRuns, ErrTooManyRuns)
 	}
@@ -189,6 +213,59 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 		res.Duplicate = true
 	}
 	return res, err
+}
+
+// DefaultStaleAfter is the default of Service.StaleAfter.
+const DefaultStaleAfter = time.Minute
+
+// repairStaleRuns closes the open run rows of activityID whose workflow has
+// ended without closing them (it was terminated or timed out, so its own
+// FinishRun never ran), and returns how many it closed. The rows are the
+// admission counter, so this is what gives their slots back.
+func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, error) {
+	runs, err := s.Store.ListRuns(ctx, activityID)
+	if err != nil {
+		return 0, err
+	}
+	staleAfter := s.StaleAfter
+	if staleAfter <= 0 {
+		staleAfter = DefaultStaleAfter
+	}
+	repaired := 0
+	for _, r := range runs {
+		if (r.Status != store.StatusPending && r.Status != store.StatusRunning) || time.Since(r.CreatedAt) < staleAfter {
+			continue
+		}
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return repaired, fmt.Errorf("checking run %s: %w", r.RunID, err)
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			continue
+		}
+		status := "gone"
+		if err == nil {
+			status = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		}
+		changed, err := s.Store.FinishRun(ctx, r.RunID, store.StatusFailed, "workflow "+status+" without recording its outcome", time.Now().UTC())
+		if err != nil {
+			return repaired, err
+		}
+		if changed {
+			repaired++
+			s.logger().Warn("closed the row of a run whose workflow ended without it", "run_id", r.RunID, "workflow_status", status)
+		}
+	}
+	return repaired, nil
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
 }
 
 // SyncSchedules makes the Temporal Schedules match the stored cron definitions.

@@ -73,7 +73,7 @@ func newStack(t testing.TB, keys dedup.KeyStore) *stack {
 	}
 	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
 	api := &httpapi.Server{
-		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger},
+		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
 		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
 		Idempotency: &httpapi.Idempotency{Store: keys, Metrics: metrics, Logger: logger},
 		Metrics:     metrics,
@@ -328,3 +328,51 @@ func deletePrefix(rc *redis.Client, prefix string) {
 }
 
 func requireServices() bool { return os.Getenv("REQUIRE_SERVICES") != "" }
+
+// A run whose workflow was terminated never closes its row, which would hold
+// its admission slot forever; the next request at the limit finds it, closes
+// it, and is admitted.
+func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	id := uuid.NewString()
+	def := map[string]any{
+		"activity_id": id, "tenant_id": "default", "name": "stuck",
+		"trigger":             map[string]any{"type": "event", "event": map[string]any{"event_types": []string{"stuck.requested"}}},
+		"dedupe_key_strategy": "event_id",
+		"tasks":               []map[string]any{{"task_type": "sleep", "count": 1, "params": map[string]any{"duration": "5m"}}},
+		"max_concurrent_runs": 1,
+	}
+	if r := s.do("PUT", "/v1/activities/"+id, "define-stuck", def); r.status != http.StatusOK {
+		t.Fatalf("define: %d %s", r.status, r.body)
+	}
+	first := s.do("POST", "/v1/activities/"+id+"/runs", "run-1", nil)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first run: %d %s", first.status, first.body)
+	}
+	started := decode[map[string]any](t, first)
+	ctx := context.Background()
+	runID := started["run_id"].(string)
+	waitRow := func(status string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			run, _, err := s.store.GetRun(ctx, runID)
+			if err == nil && run.Status == status {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s never became %s (%+v, %v)", runID, status, run, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitRow(store.StatusRunning)
+	if err := s.c.TerminateWorkflow(ctx, started["workflow_id"].(string), "", "operator gave up"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // older than the stack's StaleAfter
+	second := s.do("POST", "/v1/activities/"+id+"/runs", "run-2", nil)
+	if second.status != http.StatusAccepted {
+		t.Fatalf("a run after the first was terminated: %d %s", second.status, second.body)
+	}
+	waitRow(store.StatusFailed)
+}
