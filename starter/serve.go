@@ -78,6 +78,10 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	}
 	defer closeKeys()
 
+	// A command never outlives its claim on the key, and shutdown waits for
+	// the longest command plus the time to store its answer.
+	requestTimeout := *lockTTL * 2 / 3
+	drain := max(*shutdown, requestTimeout+5*time.Second)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpapi.NewMetrics(reg)
@@ -87,14 +91,14 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		Idempotency:    &httpapi.Idempotency{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: metrics, Logger: logger},
 		Metrics:        metrics,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Timeout:        *lockTTL * 2 / 3,
+		Timeout:        requestTimeout,
 		Logger:         logger,
 	}
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      90 * time.Second,
+		WriteTimeout:      requestTimeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -110,8 +114,8 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: no new requests; waiting for those in flight", "timeout", *shutdown)
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	logger.Info("shutting down: no new requests; waiting for those in flight", "timeout", drain)
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutting down: %w", err)

@@ -128,22 +128,36 @@ func (s *Store) getRun(ctx context.Context, column, value string) (Run, []Task, 
 // ListRuns returns the runs of activity activityID ordered by scheduled_for
 // (runs without one last), then created_at.
 func (s *Store) ListRuns(ctx context.Context, activityID string) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM activity_runs WHERE activity_id = $1
+	return s.queryRuns(ctx, "list runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs WHERE activity_id = $1
 		ORDER BY scheduled_for NULLS LAST, created_at, run_id`, activityID)
+}
+
+// OpenRunsBefore returns the runs of activity activityID still pending or
+// running that were created before the given time, oldest first: the
+// candidates for repair when their workflow ended without closing them.
+func (s *Store) OpenRunsBefore(ctx context.Context, activityID string, before time.Time) ([]Run, error) {
+	return s.queryRuns(ctx, "open runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs
+		WHERE activity_id = $1 AND status IN ('pending', 'running') AND created_at < $2
+		ORDER BY created_at, run_id`, activityID, dbTime(before))
+}
+
+// queryRuns runs a query selecting runColumns; what names it in errors.
+func (s *Store) queryRuns(ctx context.Context, what, query string, args ...any) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", activityID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	runs := []Run{}
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list runs of %s: %w", activityID, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		runs = append(runs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", activityID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return runs, nil
 }

@@ -9,10 +9,14 @@ import (
 )
 
 // checkTenant refuses a document of another tenant than the request's
-// X-Tenant-ID, when the header is given.
+// (X-Tenant-ID, "default" when absent).
 func checkTenant(r *http.Request, tenantID string) error {
-	if h := r.Header.Get(TenantHeader); h != "" && h != tenantID {
-		return fmt.Errorf("tenant_id %q does not match the %s header %q", tenantID, TenantHeader, h)
+	tenant, err := Tenant(r)
+	if err != nil {
+		return err
+	}
+	if tenant != tenantID {
+		return fmt.Errorf("tenant_id %q is not the request's tenant %q (%s, default %q)", tenantID, tenant, TenantHeader, DefaultTenant)
 	}
 	return nil
 }
@@ -85,8 +89,7 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, def)
 }
 
-// checkTenantVisible hides another tenant's resources behind a 404 when the
-// request names its tenant.
+// checkTenantVisible hides another tenant's resources behind a 404.
 func checkTenantVisible(r *http.Request, tenantID string) error {
 	if checkTenant(r, tenantID) != nil {
 		return fmt.Errorf("%s %w", r.URL.Path, platform.ErrNotFound)

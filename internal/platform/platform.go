@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -39,7 +40,11 @@ type Service struct {
 	// StaleAfter is how old an open run row must be before admission asks
 	// Temporal whether its workflow still runs (default DefaultStaleAfter):
 	// younger rows may belong to a run whose workflow is being started.
+	// Admission checks an activity's open runs at most once per StaleAfter.
 	StaleAfter time.Duration
+
+	repairMu   sync.Mutex
+	lastRepair map[string]time.Time
 }
 
 // Defined reports what Define did.
@@ -74,6 +79,14 @@ func (s *Service) Define(ctx context.Context, def contracts.ActivityDefinition) 
 		}
 	case contracts.TriggerEvent:
 		eventTypes = def.Trigger.Event.EventTypes
+	}
+	switch existing, err := s.Store.GetDefinition(ctx, def.ActivityID); {
+	case err == nil && existing.TenantID != def.TenantID:
+		return Defined{}, &contracts.ValidationError{Document: "activity definition", Problems: []contracts.FieldError{
+			{Field: "tenant_id", Reason: "activity " + def.ActivityID + " belongs to another tenant; an activity never changes tenant"},
+		}}
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return Defined{}, err
 	}
 	doc, err := json.Marshal(def)
 	if err != nil {
@@ -205,14 +218,28 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
 	res, err := router.StartRun(ctx, s.Temporal, workflowID, in)
 	if err != nil && admission.Admitted {
-		if _, abandonErr := s.Store.AbandonRun(context.WithoutCancel(ctx), runID); abandonErr != nil {
-			err = errors.Join(err, abandonErr)
-		}
+		err = errors.Join(err, s.abandon(ctx, workflowID, runID))
 	}
 	if admission.Existed {
 		res.Duplicate = true
 	}
 	return res, err
+}
+
+// abandon gives back the slot of a run whose start failed, unless the
+// workflow exists after all (an earlier try of the start may have reached the
+// server before the error: the run is under way and keeps its slot) or
+// Temporal cannot tell (then admission's repair frees the slot later).
+func (s *Service) abandon(ctx context.Context, workflowID, runID string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := s.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	var notFound *serviceerror.NotFound
+	if !errors.As(err, &notFound) {
+		return nil
+	}
+	_, err = s.Store.AbandonRun(ctx, runID)
+	return err
 }
 
 // DefaultStaleAfter is the default of Service.StaleAfter.
@@ -223,30 +250,30 @@ const DefaultStaleAfter = time.Minute
 // FinishRun never ran), and returns how many it closed. The rows are the
 // admission counter, so this is what gives their slots back.
 func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, error) {
-	runs, err := s.Store.ListRuns(ctx, activityID)
-	if err != nil {
-		return 0, err
-	}
 	staleAfter := s.StaleAfter
 	if staleAfter <= 0 {
 		staleAfter = DefaultStaleAfter
 	}
+	if !s.mayRepair(activityID, staleAfter) {
+		return 0, nil
+	}
+	runs, err := s.Store.OpenRunsBefore(ctx, activityID, time.Now().Add(-staleAfter))
+	if err != nil {
+		return 0, err
+	}
 	repaired := 0
 	for _, r := range runs {
-		if (r.Status != store.StatusPending && r.Status != store.StatusRunning) || time.Since(r.CreatedAt) < staleAfter {
-			continue
-		}
 		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
 		var notFound *serviceerror.NotFound
+		status := "gone"
 		switch {
 		case errors.As(err, &notFound):
 		case err != nil:
-			return repaired, fmt.Errorf("checking run %s: %w", r.RunID, err)
+			s.logger().Warn("could not check an open run; leaving it", "run_id", r.RunID, "error", err)
+			continue
 		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			continue
-		}
-		status := "gone"
-		if err == nil {
+		default:
 			status = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 		}
 		changed, err := s.Store.FinishRun(ctx, r.RunID, store.StatusFailed, "workflow "+status+" without recording its outcome", time.Now().UTC())
@@ -259,6 +286,22 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		}
 	}
 	return repaired, nil
+}
+
+// mayRepair rate-limits repairStaleRuns to once per interval per activity in
+// this process, so clients retrying a full activity do not each make it ask
+// Temporal about every open run.
+func (s *Service) mayRepair(activityID string, interval time.Duration) bool {
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	if s.lastRepair == nil {
+		s.lastRepair = map[string]time.Time{}
+	}
+	if last, ok := s.lastRepair[activityID]; ok && time.Since(last) < interval {
+		return false
+	}
+	s.lastRepair[activityID] = time.Now()
+	return true
 }
 
 func (s *Service) logger() *slog.Logger {

@@ -89,14 +89,24 @@ func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.
 	})
 }
 
-// Unenroll asks the customer's entity to finish. It does not wait for it.
+// Unenroll asks the customer's entity to finish. It does not wait for it. An
+// entity that has already completed (unenrolled, by this call's earlier try
+// or another caller) is not an error: unenrolling twice is unenrolling once.
 func (c *Client) Unenroll(ctx context.Context, customerID string) error {
 	if err := workflows.ValidateCustomerID(customerID); err != nil {
 		return err
 	}
+	id := workflows.RewardsWorkflowID(customerID)
 	err := c.retry(ctx, "unenroll", func(ctx context.Context) error {
-		return c.Temporal.SignalWorkflow(ctx, workflows.RewardsWorkflowID(customerID), "", workflows.SignalUnenroll, nil)
+		return c.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalUnenroll, nil)
 	})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		desc, derr := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		if derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return nil
+		}
+	}
 	return unknownIfNotFound(customerID, err)
 }
 

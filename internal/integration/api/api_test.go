@@ -95,6 +95,12 @@ type response struct {
 // do sends one request; key "" sends none.
 func (s *stack) do(method, path, key string, body any) response {
 	s.t.Helper()
+	return s.doAs("", method, path, key, body)
+}
+
+// doAs sends one request as tenant ("" sends no X-Tenant-ID).
+func (s *stack) doAs(tenant, method, path, key string, body any) response {
+	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -109,6 +115,9 @@ func (s *stack) do(method, path, key string, body any) response {
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if tenant != "" {
+		req.Header.Set("X-Tenant-ID", tenant)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -375,4 +384,60 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 		t.Fatalf("a run after the first was terminated: %d %s", second.status, second.body)
 	}
 	waitRow(store.StatusFailed)
+}
+
+// Unenrolling twice is unenrolling once: the second command (another key)
+// finds the entity completed and still answers 202; an unknown customer is 404.
+func TestUnenrollTwice(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	if r := s.do("POST", "/v1/customers/c-leaving/points", "p-1", map[string]any{"points": 5}); r.status != http.StatusOK {
+		t.Fatalf("points: %d %s", r.status, r.body)
+	}
+	for _, key := range []string{"u-1", "u-2"} {
+		if r := s.untilDone("POST", "/v1/customers/c-leaving/unenroll", key, nil); r.status != http.StatusAccepted {
+			t.Fatalf("unenroll with key %s: %d %s", key, r.status, r.body)
+		}
+		ctx := context.Background()
+		if err := s.c.GetWorkflow(ctx, workflows.RewardsWorkflowID("c-leaving"), "").Get(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := s.do("POST", "/v1/customers/c-nobody/unenroll", "u-3", nil); r.status != http.StatusNotFound {
+		t.Fatalf("unenroll of an unknown customer: %d %s", r.status, r.body)
+	}
+}
+
+// Tenants see only their own activities and runs; an activity never changes
+// tenant.
+func TestTenantScoping(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	id := uuid.NewString()
+	def := func(tenant string) map[string]any {
+		return map[string]any{
+			"activity_id": id, "tenant_id": tenant, "name": "scoped",
+			"trigger":             map[string]any{"type": "event", "event": map[string]any{"event_types": []string{"x.happened"}}},
+			"dedupe_key_strategy": "event_id",
+			"tasks":               []map[string]any{{"task_type": "noop", "count": 1}},
+		}
+	}
+	if r := s.doAs("t-1", "PUT", "/v1/activities/"+id, "d-1", def("t-1")); r.status != http.StatusOK {
+		t.Fatalf("define as t-1: %d %s", r.status, r.body)
+	}
+	tests := []struct {
+		name, tenant, method, path, key string
+		body                            any
+		want                            int
+	}{
+		{"document of another tenant", "t-1", "PUT", "/v1/activities/" + id, "d-2", def("t-2"), http.StatusBadRequest},
+		{"taking over another tenant's activity", "t-2", "PUT", "/v1/activities/" + id, "d-3", def("t-2"), http.StatusBadRequest},
+		{"reading as another tenant", "t-2", "GET", "/v1/activities/" + id, "", nil, http.StatusNotFound},
+		{"reading without a tenant (default)", "", "GET", "/v1/activities/" + id, "", nil, http.StatusNotFound},
+		{"starting a run as another tenant", "t-2", "POST", "/v1/activities/" + id + "/runs", "r-1", nil, http.StatusNotFound},
+		{"reading as its tenant", "t-1", "GET", "/v1/activities/" + id, "", nil, http.StatusOK},
+	}
+	for _, tt := range tests {
+		if r := s.doAs(tt.tenant, tt.method, tt.path, tt.key, tt.body); r.status != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.name, r.status, r.body, tt.want)
+		}
+	}
 }
