@@ -29,6 +29,7 @@ import (
 	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
+	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
@@ -201,32 +202,79 @@ func TestPointsIdempotencyRules(t *testing.T) {
 	}
 }
 
-// A hundred concurrent POSTs of one points command with one key: the points
-// are applied once and every client ends with the same body.
-func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
-	path := "/v1/customers/c-hundred/points"
-	ev := map[string]any{"activity": "purchase", "points": 40, "source_id": "order-7"}
-	bodies := make([][]byte, 100)
-	var wg sync.WaitGroup
-	for i := range bodies {
-		wg.Go(func() {
-			r := s.untilDone("POST", path, "one-key", ev)
-			if r.status != http.StatusOK {
-				t.Errorf("request %d: %d %s", i, r.status, r.body)
+// keyStores gives the test one key store of each kind: memory, Redis and the
+// SQL store on PostgreSQL.
+func keyStores(t *testing.T) []struct {
+	name string
+	open func(t *testing.T) dedup.KeyStore
+} {
+	return []struct {
+		name string
+		open func(t *testing.T) dedup.KeyStore
+	}{
+		{"memory", func(*testing.T) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
+		{"redis", func(t *testing.T) dedup.KeyStore {
+			rc := redisClient(t)
+			prefix := "test:" + uuid.NewString() + ":"
+			t.Cleanup(func() { deletePrefix(rc, prefix) })
+			return redisstore.New(rc, prefix)
+		}},
+		{"postgres", func(t *testing.T) dedup.KeyStore {
+			st, err := store.Open(context.Background(), dbtest.Postgres(t).URL)
+			if err != nil {
+				t.Fatal(err)
 			}
-			bodies[i] = r.body
-		})
+			t.Cleanup(func() { st.Close() })
+			return sqlstore.New(st)
+		}},
 	}
-	wg.Wait()
-	for i, b := range bodies {
-		if !bytes.Equal(b, bodies[0]) {
-			t.Fatalf("request %d got %s, request 0 got %s", i, b, bodies[0])
+}
+
+// redisClient connects to the local Redis, or skips (fails under REQUIRE_SERVICES).
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	rc, err := redisstore.Open(context.Background(), "redis://127.0.0.1:6379/0")
+	if err != nil {
+		if requireServices() {
+			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
 		}
+		t.Skip(err)
 	}
-	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-hundred", "", nil))
-	if st.Points != 40 || st.EventCount != 1 {
-		t.Fatalf("status %+v, want 40 points from one event", st)
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// A hundred concurrent POSTs of one points command with one key: the points
+// are applied once and every client ends with the same body, whatever the
+// key store.
+func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
+	for _, ks := range keyStores(t) {
+		t.Run(ks.name, func(t *testing.T) {
+			s := newStack(t, ks.open(t))
+			path := "/v1/customers/c-hundred/points"
+			ev := map[string]any{"activity": "purchase", "points": 40, "source_id": "order-7"}
+			bodies := make([][]byte, 100)
+			var wg sync.WaitGroup
+			for i := range bodies {
+				wg.Go(func() {
+					r := s.untilDone("POST", path, "one-key", ev)
+					if r.status != http.StatusOK {
+						t.Errorf("request %d: %d %s", i, r.status, r.body)
+					}
+					bodies[i] = r.body
+				})
+			}
+			wg.Wait()
+			for i, b := range bodies {
+				if !bytes.Equal(b, bodies[0]) {
+					t.Fatalf("request %d got %s, request 0 got %s", i, b, bodies[0])
+				}
+			}
+			st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-hundred", "", nil))
+			if st.Points != 40 || st.EventCount != 1 {
+				t.Fatalf("status %+v, want 40 points from one event", st)
+			}
+		})
 	}
 }
 
@@ -235,15 +283,7 @@ func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
 // key is the event's dedup_key) still holds: no event counts twice. This is
 // why the idempotency layers exist one above the other.
 func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
-	ctx := context.Background()
-	rc, err := redisstore.Open(ctx, "redis://127.0.0.1:6379/0")
-	if err != nil {
-		if requireServices() {
-			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
-		}
-		t.Skip(err)
-	}
-	t.Cleanup(func() { rc.Close() })
+	rc := redisClient(t)
 	prefix := "test:" + uuid.NewString() + ":"
 	t.Cleanup(func() { deletePrefix(rc, prefix) })
 	s := newStack(t, redisstore.New(rc, prefix))
