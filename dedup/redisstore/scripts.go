@@ -45,10 +45,10 @@ end
 return {'replay', tonumber(h[4]), h[5], h[6]}
 `)
 
-// completeScript: KEYS[1] the key; ARGV[1] owner token, ARGV[2] final state,
-// ARGV[3] status, ARGV[4] header JSON, ARGV[5] body, ARGV[6] ttl in ms.
-// Returns 1 when stored, 0 when the owner does not hold the key.
-var completeScript = redis.NewScript(`
+// ownerHolds starts the scripts that only the key's owner may run: it returns
+// 0 unless KEYS[1] is in progress, held by the owner token ARGV[1], and its
+// lock (by Redis's own clock) has not run out.
+const ownerHolds = `
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -57,7 +57,12 @@ local lock_until = tonumber(h[3])
 if h[1] ~= 'in_progress' or h[2] ~= ARGV[1] or lock_until == nil or lock_until <= now then
 	return 0
 end
-redis.call('HSET', key, 'state', ARGV[2], 'status', ARGV[3], 'header', ARGV[4], 'body', ARGV[5])
+`
+
+// completeScript: KEYS[1] the key; ARGV[1] owner token, ARGV[2] final state,
+// ARGV[3] status, ARGV[4] header JSON, ARGV[5] body, ARGV[6] ttl in ms.
+// Returns 1 when stored, 0 when the owner does not hold the key.
+var completeScript = redis.NewScript(ownerHolds + `redis.call('HSET', key, 'state', ARGV[2], 'status', ARGV[3], 'header', ARGV[4], 'body', ARGV[5])
 redis.call('HDEL', key, 'lock_until')
 redis.call('PEXPIRE', key, ARGV[6])
 return 1
@@ -65,15 +70,6 @@ return 1
 
 // releaseScript: KEYS[1] the key; ARGV[1] owner token. Returns 1 when the key
 // was deleted, 0 when the owner does not hold it.
-var releaseScript = redis.NewScript(`
-local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', key, 'state', 'owner', 'lock_until')
-local lock_until = tonumber(h[3])
-if h[1] ~= 'in_progress' or h[2] ~= ARGV[1] or lock_until == nil or lock_until <= now then
-	return 0
-end
-redis.call('DEL', key)
+var releaseScript = redis.NewScript(ownerHolds + `redis.call('DEL', key)
 return 1
 `)
