@@ -78,6 +78,10 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzRequestFingerprint$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseEventEnvelope$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseActivityDefinition$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/httpapi -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/: the
 # workflow scenarios, the rewards integration scenarios (all but the
