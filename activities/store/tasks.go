@@ -125,3 +125,19 @@ func (s *Store) tasks(ctx context.Context, runID string) ([]Task, error) {
 	}
 	return tasks, nil
 }
+
+// FailOpenTasks moves every task of run runID still pending or running to
+// failed with errMsg at the given time, and returns how many it moved: for a
+// run whose workflow ended without its children closing their rows.
+func (s *Store) FailOpenTasks(ctx context.Context, runID, errMsg string, at time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE task_instances SET status = 'failed', error = $2, finished_at = $3
+		WHERE run_id = $1 AND status IN ('pending', 'running')`, runID, errMsg, dbTime(at))
+	if err != nil {
+		return 0, fmt.Errorf("fail open tasks of run %s: %w", runID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("fail open tasks of run %s: %w", runID, err)
+	}
+	return n, nil
+}

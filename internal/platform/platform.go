@@ -247,7 +247,8 @@ const DefaultStaleAfter = time.Minute
 
 // repairStaleRuns closes the open run rows of activityID whose workflow has
 // ended without closing them (it was terminated or timed out, so its own
-// FinishRun never ran), and returns how many it closed. The rows are the
+// FinishRun never ran), with their open task rows (the children were
+// terminated with it), and returns how many runs it closed. The rows are the
 // admission counter, so this is what gives their slots back.
 func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, error) {
 	staleAfter := s.StaleAfter
@@ -276,7 +277,11 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		default:
 			status = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 		}
-		changed, err := s.Store.FinishRun(ctx, r.RunID, store.StatusFailed, "workflow "+status+" without recording its outcome", time.Now().UTC())
+		reason, now := "workflow "+status+" without recording its outcome", time.Now().UTC()
+		if _, err := s.Store.FailOpenTasks(ctx, r.RunID, "the run's "+reason, now); err != nil {
+			return repaired, err
+		}
+		changed, err := s.Store.FinishRun(ctx, r.RunID, store.StatusFailed, reason, now)
 		if err != nil {
 			return repaired, err
 		}

@@ -415,6 +415,14 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 		}
 	}
 	waitRow(store.StatusRunning)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := s.store.CountTasks(ctx, runID); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run's task never logged its row")
+		}
+	}
 	if err := s.c.TerminateWorkflow(ctx, started["workflow_id"].(string), "", "operator gave up"); err != nil {
 		t.Fatal(err)
 	}
@@ -424,6 +432,10 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 		t.Fatalf("a run after the first was terminated: %d %s", second.status, second.body)
 	}
 	waitRow(store.StatusFailed)
+	_, tasks, err := s.store.GetRun(ctx, runID)
+	if err != nil || len(tasks) != 1 || tasks[0].Status != store.StatusFailed {
+		t.Fatalf("task rows %+v (%v), want the terminated run's one task failed", tasks, err)
+	}
 }
 
 // Unenrolling twice is unenrolling once: the second command (another key)
