@@ -190,14 +190,9 @@ func (p *Platform) PlanFire(ctx context.Context, in workflows.PlanFireInput) (wo
 // fire of a schedule, planned after this one, sees this run's window even
 // before the run's own workflow got to log it.
 func (p *Platform) StartRun(ctx context.Context, in workflows.StartRunInput) (workflows.StartRunResult, error) {
-	runID := workflows.RunID(in.WorkflowID)
-	rec := workflows.RunRecord{
-		RunID: runID, WorkflowID: in.WorkflowID, ActivityID: in.Run.ActivityID, TenantID: in.Run.TenantID,
-		TriggerType: in.Run.TriggerType, ScheduledFor: in.Run.ScheduledFor, EventID: in.Run.EventID,
-		WindowStart: in.Run.WindowStart, WindowEnd: in.Run.WindowEnd,
-	}
+	rec := in.Run.Record(in.WorkflowID)
 	if err := p.insertRun(ctx, rec, p.now()); err != nil {
-		return workflows.StartRunResult{WorkflowID: in.WorkflowID, RunID: runID}, err
+		return workflows.StartRunResult{WorkflowID: in.WorkflowID, RunID: rec.RunID}, err
 	}
 	return router.StartRun(ctx, p.Temporal, in.WorkflowID, in.Run)
 }

@@ -102,6 +102,15 @@ type RunInput struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
+// Record is the row a run with this input writes under workflowID.
+func (in RunInput) Record(workflowID string) RunRecord {
+	return RunRecord{
+		RunID: RunID(workflowID), WorkflowID: workflowID, ActivityID: in.ActivityID, TenantID: in.TenantID,
+		TriggerType: in.TriggerType, ScheduledFor: in.ScheduledFor, EventID: in.EventID,
+		WindowStart: in.WindowStart, WindowEnd: in.WindowEnd,
+	}
+}
+
 // RunRecord is what LogRun writes for a run.
 type RunRecord struct {
 	RunID        string     `json:"run_id"`

@@ -73,13 +73,8 @@ func RunActivityWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		return RunResult{RunID: runID, Status: StatusFailed}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidRunInput, nil)
 	}
 	storeCtx := withStoreOptions(ctx)
-	rec := RunRecord{
-		RunID: runID, WorkflowID: workflowID, ActivityID: in.ActivityID, TenantID: in.TenantID,
-		TriggerType: in.TriggerType, ScheduledFor: in.ScheduledFor, EventID: in.EventID,
-		WindowStart: in.WindowStart, WindowEnd: in.WindowEnd,
-	}
 	var logged RunLogged
-	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, rec).Get(ctx, &logged); err != nil {
+	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, in.Record(workflowID)).Get(ctx, &logged); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("logging run %s: %w", runID, err)
 	}
 	if logged.Status == StatusSucceeded || logged.Status == StatusFailed {

@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/activities/store"
@@ -77,14 +75,9 @@ func isEntityRefusal(errType string) bool {
 	return false
 }
 
-// unavailable tells failures that say nothing about the request: Temporal or
-// the database unreachable, overloaded or too slow. Retrying may succeed.
+// unavailable tells failures that say nothing about the request: Temporal
+// (what rewardsclient.Retryable recognises: unavailable, overloaded, not
+// ready, timed out) or the database unreachable. Retrying may succeed.
 func unavailable(err error) bool {
-	var unavail *serviceerror.Unavailable
-	var exhausted *serviceerror.ResourceExhausted
-	var deadline *serviceerror.DeadlineExceeded
-	var notReady *serviceerror.WorkflowNotReady
-	return errors.As(err, &unavail) || errors.As(err, &exhausted) || errors.As(err, &deadline) ||
-		errors.As(err, &notReady) || errors.Is(err, context.DeadlineExceeded) || store.IsUnavailable(err) ||
-		rewardsclient.Retryable(err)
+	return rewardsclient.Retryable(err) || store.IsUnavailable(err)
 }

@@ -187,10 +187,11 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	}
 	workflowID := workflows.ManualRunWorkflowID(activityID, idempotencyKey)
 	runID := workflows.RunID(workflowID)
-	admission, err := s.Store.AdmitRun(ctx, store.Run{
+	row := store.Run{
 		RunID: runID, WorkflowID: workflowID, ActivityID: def.ActivityID, TenantID: def.TenantID,
 		TriggerType: contracts.TriggerManual, CreatedAt: time.Now().UTC(),
-	}, def.MaxConcurrentRuns)
+	}
+	admission, err := s.Store.AdmitRun(ctx, row, def.MaxConcurrentRuns)
 	if err != nil {
 		return workflows.StartRunResult{}, err
 	}
@@ -203,10 +204,7 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 			return workflows.StartRunResult{}, err
 		}
 		if repaired > 0 {
-			if admission, err = s.Store.AdmitRun(ctx, store.Run{
-				RunID: runID, WorkflowID: workflowID, ActivityID: def.ActivityID, TenantID: def.TenantID,
-				TriggerType: contracts.TriggerManual, CreatedAt: time.Now().UTC(),
-			}, def.MaxConcurrentRuns); err != nil {
+			if admission, err = s.Store.AdmitRun(ctx, row, def.MaxConcurrentRuns); err != nil {
 				return workflows.StartRunResult{}, err
 			}
 		}
