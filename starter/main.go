@@ -210,17 +210,24 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, *customer, res.Points, res.Tier, ev.DedupKey))
 }
 
-func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+// customerCommand parses the flags of a rewards command that takes only
+// -customer, and connects for it.
+func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, args []string) (context.Context, *rewardsclient.Client, string, func(), error) {
 	customer := customerFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, nil, "", nil, err
 	}
 	ctx, rc, done, err := g.session(ctx, *customer)
+	return ctx, rc, *customer, done, err
+}
+
+func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
 	defer done()
-	st, err := rc.Status(ctx, *customer)
+	st, err := rc.Status(ctx, customer)
 	if err != nil {
 		return err
 	}
@@ -234,20 +241,16 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	customer := customerFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ctx, rc, done, err := g.session(ctx, *customer)
+	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := rc.Unenroll(ctx, *customer); err != nil {
+	if err := rc.Unenroll(ctx, customer); err != nil {
 		return err
 	}
-	return print(out, *g.asJSON, map[string]any{"customer_id": *customer, "unenroll_sent": true},
-		fmt.Sprintf("unenroll sent to %s", *customer))
+	return print(out, *g.asJSON, map[string]any{"customer_id": customer, "unenroll_sent": true},
+		fmt.Sprintf("unenroll sent to %s", customer))
 }
 
 func print(out io.Writer, asJSON bool, v any, text string) error {
