@@ -7,30 +7,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/internal/backoff"
 )
 
 // Open opens the store at databaseURL (see store.Open), retrying with
 // exponential backoff while the database is unavailable and logging each
 // wait. Other errors (a malformed URL, a failed migration) return at once.
 func Open(ctx context.Context, databaseURL string, logger *slog.Logger) (*store.Store, error) {
-	wait := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		st, err := store.Open(ctx, databaseURL)
-		if err == nil {
-			return st, nil
-		}
-		if !store.IsUnavailable(err) || ctx.Err() != nil {
-			return nil, fmt.Errorf("opening database: %w", err)
-		}
-		logger.Warn("database not reachable yet; retrying", "attempt", attempt, "retry_in", wait, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("opening database: %w", ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
+	st, err := backoff.Retry(ctx, logger, store.IsUnavailable, func() (*store.Store, error) { return store.Open(ctx, databaseURL) },
+		"database not reachable yet; retrying")
+	if err != nil {
+		return nil, fmt.Errorf("opening database: %w", err)
 	}
+	return st, nil
 }

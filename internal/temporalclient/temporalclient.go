@@ -8,11 +8,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/log"
+
+	"github.com/entityflow/entityflow/internal/backoff"
 )
 
 // DefaultAddress is used when neither a flag nor the environment names a server.
@@ -46,21 +47,11 @@ func Options(address, namespace string, logger *slog.Logger) (client.Options, er
 // Dial connects, retrying with exponential backoff (capped at 10 s) until the
 // server answers or ctx ends, and logs each wait so an operator sees why.
 func Dial(ctx context.Context, opts client.Options, logger *slog.Logger) (client.Client, error) {
-	wait := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		c, err := client.DialContext(ctx, opts)
-		if err == nil {
-			return c, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
-		}
-		logger.Warn("Temporal not reachable yet; retrying", "address", opts.HostPort, "attempt", attempt, "retry_in", wait, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
+	always := func(error) bool { return true }
+	c, err := backoff.Retry(ctx, logger, always, func() (client.Client, error) { return client.DialContext(ctx, opts) },
+		"Temporal not reachable yet; retrying", "address", opts.HostPort)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
+	return c, nil
 }
