@@ -71,7 +71,9 @@ func (w Window) AppendBinary(b []byte) ([]byte, error) {
 }
 
 // UnmarshalBinary replaces the window's entries by those encoded in data. The
-// limits are kept; call SetLimits after decoding to apply new ones.
+// limits are kept, and decoding drops no entry: a window carried with bounds
+// larger than the defaults must arrive whole, before its owner has had a chance
+// to call SetLimits, which applies the count bound.
 func (w *Window) UnmarshalBinary(data []byte) error {
 	fresh, err := decodeBinary(data)
 	if err != nil {
@@ -79,7 +81,6 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	}
 	fresh.limits = w.limits
 	*w = fresh
-	w.enforceCount()
 	return nil
 }
 
@@ -209,7 +210,8 @@ func (w *Window) UnmarshalJSON(data []byte) error {
 
 // unmarshalLegacy reads {"key": true, ...}. Keys set to false are not held.
 // JSON objects have no order, so keys enter the window sorted, which keeps the
-// result deterministic.
+// result deterministic. Like UnmarshalBinary it drops no key; SetLimits applies
+// the count bound.
 func (w *Window) unmarshalLegacy(data []byte) error {
 	if len(data) > legacyMaxBytes {
 		return fmt.Errorf("dedup: legacy window of %d bytes exceeds %d", len(data), legacyMaxBytes)
@@ -236,6 +238,5 @@ func (w *Window) unmarshalLegacy(data []byte) error {
 		fresh.push(slot{key: h, fp: UnknownFingerprint, applied: true})
 	}
 	*w = fresh
-	w.enforceCount()
 	return nil
 }

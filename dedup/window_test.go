@@ -227,3 +227,34 @@ func filledWindow(n int) *Window {
 func uuidKey(i int) string {
 	return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(i*2654435761), i&0xffff, i&0xfff, (i>>12)&0xfff, i)
 }
+
+// A window carried with a count bound above the default must arrive whole:
+// decoding happens before the owner can call SetLimits, so decoding must not
+// apply the default bound of 10,000 keys.
+func TestWindowDecodingKeepsKeysBeyondTheDefaultBound(t *testing.T) {
+	limits := Limits{MaxKeys: 20_000}
+	var w Window
+	w.SetLimits(limits)
+	for i := range 12_000 {
+		w.Record(fmt.Sprint("k-", i), t0, 1, Outcome{Applied: true})
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Window
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.SetLimits(limits)
+	if got.Len() != 12_000 || got.Evicted() != 0 {
+		t.Fatalf("decoded %d keys (%d evicted), want 12000 (0 evicted)", got.Len(), got.Evicted())
+	}
+	if _, ok := got.Lookup("k-0", t0); !ok {
+		t.Fatal("the oldest key was lost in decoding")
+	}
+	got.SetLimits(Limits{MaxKeys: 11_000})
+	if got.Len() != 11_000 || got.Evicted() != 1_000 {
+		t.Fatalf("after a lower bound: %d keys (%d evicted), want 11000 (1000 evicted)", got.Len(), got.Evicted())
+	}
+}
