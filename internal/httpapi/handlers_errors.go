@@ -18,6 +18,7 @@ const (
 	problemNotFound        = "https://entityflow.dev/problems/not-found"
 	problemInvalidRequest  = "https://entityflow.dev/problems/invalid-request"
 	problemRejected        = "https://entityflow.dev/problems/rejected"
+	problemNotEnrolled     = "https://entityflow.dev/problems/not-enrolled"
 	problemTooManyRuns     = "https://entityflow.dev/problems/too-many-runs"
 	problemUnavailable     = "https://entityflow.dev/problems/dependency-unavailable"
 	problemInternal        = "https://entityflow.dev/problems/internal"
@@ -39,15 +40,18 @@ func invalid(w http.ResponseWriter, err error) {
 }
 
 // fail answers for an error from a backend: the entity's refusals are final
-// (422, replayed for the same key), unknown things are 404, a full activity
-// is 429 and a dependency down is 503 (both release the key, so the same key
-// can be retried), anything else 500.
+// (422, or 409 for a customer who has unenrolled; replayed for the same key),
+// unknown things are 404, a full activity is 429 and a dependency down is 503
+// (both release the key, so the same key can be retried), anything else 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var appErr *temporal.ApplicationError
 	var verr *contracts.ValidationError
 	switch {
 	case errors.As(err, &verr):
 		invalid(w, err)
+	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotEnrolled:
+		WriteProblem(w, Problem{Type: problemNotEnrolled, Title: "Customer not enrolled", Status: http.StatusConflict,
+			Detail: appErr.Message() + "; points are refused until the customer enrols again"})
 	case errors.As(err, &appErr) && isEntityRefusal(appErr.Type()):
 		WriteProblem(w, Problem{Type: problemRejected + "/" + appErr.Type(), Title: "Rejected by the entity",
 			Status: http.StatusUnprocessableEntity, Detail: appErr.Message()})
@@ -69,7 +73,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // isEntityRefusal tells the rewards entity's final refusals of an event.
 func isEntityRefusal(errType string) bool {
 	switch errType {
-	case workflows.ErrInvalidEvent, workflows.ErrIdempotencyKeyReused, workflows.ErrNotEnrolled:
+	case workflows.ErrInvalidEvent, workflows.ErrIdempotencyKeyReused:
 		return true
 	}
 	return false

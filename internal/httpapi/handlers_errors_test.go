@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,18 +27,20 @@ func TestFailMapsErrorsToStatuses(t *testing.T) {
 		err        error
 		status     int
 		retryAfter bool
+		problem    string
 	}{
-		{"invalid document", &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}, http.StatusBadRequest, false},
-		{"entity refuses the event", temporal.NewApplicationError("overdraft", workflows.ErrInvalidEvent), http.StatusUnprocessableEntity, false},
-		{"key reused inside the entity", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), http.StatusUnprocessableEntity, false},
-		{"unknown customer", fmt.Errorf("%w c-1", rewardsclient.ErrUnknownCustomer), http.StatusNotFound, false},
-		{"unknown activity", fmt.Errorf("activity a: %w", platform.ErrNotFound), http.StatusNotFound, false},
-		{"activity full", fmt.Errorf("a: %w", platform.ErrTooManyRuns), http.StatusTooManyRequests, true},
-		{"Temporal unavailable", serviceerror.NewUnavailable("down"), http.StatusServiceUnavailable, true},
-		{"update not ready", serviceerror.NewWorkflowNotReady("retry"), http.StatusServiceUnavailable, true},
-		{"timed out", context.DeadlineExceeded, http.StatusServiceUnavailable, true},
-		{"other application error", temporal.NewApplicationError("boom", "Other"), http.StatusInternalServerError, false},
-		{"anything else", errors.New("boom"), http.StatusInternalServerError, false},
+		{"invalid document", &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}, http.StatusBadRequest, false, problemInvalidRequest},
+		{"entity refuses the event", temporal.NewApplicationError("overdraft", workflows.ErrInvalidEvent), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrInvalidEvent},
+		{"key reused inside the entity", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrIdempotencyKeyReused},
+		{"customer not enrolled", temporal.NewApplicationError("unenrolled", workflows.ErrNotEnrolled), http.StatusConflict, false, problemNotEnrolled},
+		{"unknown customer", fmt.Errorf("%w c-1", rewardsclient.ErrUnknownCustomer), http.StatusNotFound, false, problemNotFound},
+		{"unknown activity", fmt.Errorf("activity a: %w", platform.ErrNotFound), http.StatusNotFound, false, problemNotFound},
+		{"activity full", fmt.Errorf("a: %w", platform.ErrTooManyRuns), http.StatusTooManyRequests, true, problemTooManyRuns},
+		{"Temporal unavailable", serviceerror.NewUnavailable("down"), http.StatusServiceUnavailable, true, problemUnavailable},
+		{"update not ready", serviceerror.NewWorkflowNotReady("retry"), http.StatusServiceUnavailable, true, problemUnavailable},
+		{"timed out", context.DeadlineExceeded, http.StatusServiceUnavailable, true, problemUnavailable},
+		{"other application error", temporal.NewApplicationError("boom", "Other"), http.StatusInternalServerError, false, problemInternal},
+		{"anything else", errors.New("boom"), http.StatusInternalServerError, false, problemInternal},
 	}
 	s := &Server{}
 	for _, tt := range tests {
@@ -49,6 +52,10 @@ func TestFailMapsErrorsToStatuses(t *testing.T) {
 			}
 			if got := w.Header().Get("Content-Type"); got != "application/problem+json" {
 				t.Fatalf("Content-Type %q", got)
+			}
+			var p struct{ Type string }
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Type != tt.problem {
+				t.Fatalf("problem type %q (%v), want %q", p.Type, err, tt.problem)
 			}
 			if (w.Header().Get("Retry-After") != "") != tt.retryAfter {
 				t.Fatalf("Retry-After %q, want one: %v", w.Header().Get("Retry-After"), tt.retryAfter)
