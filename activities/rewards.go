@@ -19,7 +19,9 @@ import (
 // RewardsRecorder stores the facts a rewards entity reports. Implementations
 // must be idempotent: an activity may run more than once for the same fact.
 type RewardsRecorder interface {
-	RecordEnrollment(ctx context.Context, e workflows.Enrollment) error
+	// RecordEnrollment records the enrolment and reports whether the customer
+	// is enrolled: one who has unenrolled stays so unless e.Reenrol is set.
+	RecordEnrollment(ctx context.Context, e workflows.Enrollment) (enrolled bool, err error)
 	RecordTierChange(ctx context.Context, c workflows.TierChange) error
 	RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error
 }
@@ -42,12 +44,16 @@ func (a *Rewards) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.RewardsSearchAttributes, activity.RegisterOptions{Name: workflows.ActivityRewardsSearchAttributes})
 }
 
-// Enroll records that a customer enrolled.
-func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) error {
-	if err := a.Recorder.RecordEnrollment(ctx, in); err != nil {
-		return fmt.Errorf("recording enrolment of %s: %w", in.CustomerID, err)
+// Enroll records that a customer is enrolled and reports whether the
+// customer is: a customer who has unenrolled is enrolled again only by an
+// explicit re-enrolment (in.Reenrol), so that an event for them never starts
+// a fresh entity by accident.
+func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) (workflows.EnrollmentResult, error) {
+	enrolled, err := a.Recorder.RecordEnrollment(ctx, in)
+	if err != nil {
+		return workflows.EnrollmentResult{}, fmt.Errorf("recording enrolment of %s: %w", in.CustomerID, err)
 	}
-	return nil
+	return workflows.EnrollmentResult{Enrolled: enrolled}, nil
 }
 
 // NotifyTierChange reports that a customer's tier changed.
@@ -95,15 +101,16 @@ func ClientSearchAttributes(c client.Client, namespace string) SearchAttributeLi
 }
 
 // LogRecorder is a RewardsRecorder that writes each fact to a structured log.
-// It stands in until a database is configured.
+// Having no memory, it reports every customer enrolled: it suits tests and
+// tools, not a deployment, where unenrolment must stay final.
 type LogRecorder struct {
 	Logger *slog.Logger
 }
 
 // RecordEnrollment logs an enrolment.
-func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) error {
-	r.Logger.InfoContext(ctx, "customer enrolled", "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt)
-	return nil
+func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
+	r.Logger.InfoContext(ctx, "customer enrolled", "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenrol", e.Reenrol)
+	return true, nil
 }
 
 // RecordTierChange logs a tier change.

@@ -13,10 +13,10 @@ type StoreRecorder struct {
 	Store *store.Store
 }
 
-// RecordEnrollment stores the enrolment (the first one wins).
-func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) error {
-	_, err := r.Store.RecordEnrolment(ctx, e.CustomerID, e.EnrolledAt)
-	return err
+// RecordEnrollment stores the enrolment (the first one wins) and reports
+// whether the customer is enrolled (store.Enrol).
+func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
+	return r.Store.Enrol(ctx, e.CustomerID, e.EnrolledAt, e.Reenrol)
 }
 
 // RecordTierChange stores the tier change (once per customer, time and tier).

@@ -24,8 +24,12 @@ const (
 	SignalUnenroll = "unenroll"
 	// QueryGetStatus returns the entity's Status.
 	QueryGetStatus = "get-status"
+	// UpdateEnroll enrols the customer, and re-enrols one who has unenrolled:
+	// the only way back after an unenrolment. It returns the entity's Status.
+	UpdateEnroll = "enroll"
 
-	// ActivityEnroll records that a customer enrolled.
+	// ActivityEnroll records that a customer is enrolled and reports whether
+	// the customer is (one who has unenrolled stays out unless re-enrolled).
 	ActivityEnroll = "Enroll"
 	// ActivityNotifyTierChange tells the outside world that a customer's tier changed.
 	ActivityNotifyTierChange = "NotifyTierChange"
@@ -52,8 +56,12 @@ const (
 	ErrInvalidEvent = "InvalidPointEvent"
 	// ErrInvalidInput: the workflow's start input is unusable; the run fails.
 	ErrInvalidInput = "InvalidRewardsInput"
-	// ErrNotEnrolled: the customer has unenrolled; no further events are applied.
+	// ErrNotEnrolled: the customer has unenrolled; no further events are applied
+	// until an explicit re-enrolment (UpdateEnroll).
 	ErrNotEnrolled = "NotEnrolled"
+	// ErrUnenrolling: an enroll update reached an entity that is ending its
+	// unenrolment; retrying once it has ended re-enrols the customer.
+	ErrUnenrolling = "Unenrolling"
 )
 
 // RewardsWorkflowID returns the workflow ID of a customer's rewards entity.

@@ -16,6 +16,22 @@ import (
 const (
 	// versionBaseline marks histories written by the first release.
 	versionBaseline = "rewards-baseline"
+	// versionRelease2 marks runs that carry the second release's corrections,
+	// each of which would replay differently on a history of the first:
+	//   - a carried dedup window keeps keys beyond the default 10,000 bound;
+	//   - an inactivity reset that is due happens before any event is applied,
+	//     and the update validator judges redemptions against the reset balance;
+	//   - a new entity applies nothing before the database has said whether
+	//     the customer unenrolled, and one who did is refused (NotEnrolled) and
+	//     ends, unless re-enrolled by the enroll update;
+	//   - search attributes are written at most once per workflow task and
+	//     only when a value changed: the tier at once, the points within
+	//     searchAttributesLag;
+	//   - a start input whose customer_id disagrees with the workflow ID fails.
+	// The version is read once, when a run starts, so a run behaves one way
+	// throughout and a first-release entity takes the corrections at its next
+	// ContinueAsNew.
+	versionRelease2 = "rewards-release-2"
 )
 
 // RewardsState is what one run of the entity hands to the next through
@@ -45,12 +61,35 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	workflow.GetVersion(ctx, versionBaseline, workflow.DefaultVersion, 1)
-	e := newEntity(ctx, in)
+	release2 := workflow.GetVersion(ctx, versionRelease2, workflow.DefaultVersion, 1) >= 1
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; release2 && id != RewardsWorkflowID(in.CustomerID) {
+		return Status{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("customer_id %q does not belong to workflow %s (want %s)", in.CustomerID, id, RewardsWorkflowID(in.CustomerID)),
+			ErrInvalidInput, nil)
+	}
+	e := newEntity(ctx, in, release2)
 	if err := e.register(ctx); err != nil {
 		return Status{}, err
 	}
 	return e.run(ctx)
 }
+
+// membership is where a run stands with the customer's enrolment.
+type membership int
+
+const (
+	// enrolled: events are applied. The zero value, and where every
+	// first-release run starts.
+	enrolled membership = iota
+	// checking: a new entity waits for the Enroll activity to say whether the
+	// customer unenrolled before; nothing is applied meanwhile.
+	checking
+	// refused: the customer has unenrolled; this run applies nothing, answers
+	// NotEnrolled, and ends unless an enroll update re-enrols the customer.
+	refused
+	// leaving: unenroll was taken; the run records it and completes.
+	leaving
+)
 
 // entity is the in-memory state of one run.
 type entity struct {
@@ -59,32 +98,36 @@ type entity struct {
 	limits     Options // options with defaults filled in
 	st         RewardsState
 	log        log.Logger
+	release2   bool // the run carries versionRelease2's corrections
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
 
-	handled    int  // events handled in this run, duplicates included
-	enrolled   bool // false once unenroll has been taken
-	inFlight   int  // activities running in background coroutines
+	handled    int // events handled in this run, duplicates included
+	member     membership
+	inFlight   int // activities running in background coroutines
 	timerArmed bool
 	timerFired bool
 
-	attrs     SearchAttributeSupport
-	attrsSeen bool // attrs holds the namespace's answer
-	attrsTier Tier
-	attrsPts  int64
-	attrsSet  bool // the attributes have been written at least once this run
+	attrs      SearchAttributeSupport
+	attrsSeen  bool // attrs holds the namespace's answer
+	attrsTier  Tier
+	attrsPts   int64
+	attrsSet   bool      // the attributes have been written at least once this run
+	attrsAt    time.Time // when they were last written
+	attrsTask  taskMark  // the workflow task that last wrote them
+	attrsTimer bool      // a timer will wake the run to write lagging points
 }
 
-func newEntity(ctx workflow.Context, in RewardsInput) *entity {
+func newEntity(ctx workflow.Context, in RewardsInput, release2 bool) *entity {
 	e := &entity{
 		customerID: in.CustomerID,
 		options:    in.Options,
 		limits:     in.Options.withDefaults(),
 		log:        workflow.GetLogger(ctx),
+		release2:   release2,
 		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
 		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
-		enrolled:   true,
 	}
 	if in.Carried != nil {
 		e.st = *in.Carried
@@ -94,6 +137,15 @@ func newEntity(ctx workflow.Context, in RewardsInput) *entity {
 	}
 	if e.st.NotifiedTier == "" {
 		e.st.NotifiedTier = TierBasic
+	}
+	if release2 && !e.st.EnrollRecorded {
+		e.member = checking
+	}
+	if !release2 {
+		// The first release decoded the carried window under the default
+		// bounds before applying its own, losing keys beyond 10,000; its
+		// histories replay only if that happens here too.
+		e.st.Dedup.SetLimits(dedup.Limits{})
 	}
 	e.st.Dedup.SetLimits(dedup.Limits{
 		MaxAge:  time.Duration(e.limits.DedupWindow),
@@ -109,15 +161,29 @@ func (e *entity) register(ctx workflow.Context) error {
 		return fmt.Errorf("registering %s: %w", QueryGetStatus, err)
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPoints,
-		func(ctx workflow.Context, ev PointEvent) (PointsResult, error) {
-			return e.apply(ctx, ev, true)
+		func(ctx workflow.Context, p pointEventPayload) (PointsResult, error) {
+			if err := e.awaitMembership(ctx); err != nil {
+				return PointsResult{}, err
+			}
+			return e.apply(ctx, p, true)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateUpdate},
 	)
 	if err != nil {
 		return fmt.Errorf("registering %s: %w", UpdateApplyPoints, err)
 	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateEnroll, e.enroll,
+		workflow.UpdateHandlerOptions{Validator: e.validateEnroll})
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", UpdateEnroll, err)
+	}
 	return nil
+}
+
+// awaitMembership waits until a new entity knows whether its customer may
+// take events; it returns at once for every other run.
+func (e *entity) awaitMembership(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return e.member != checking })
 }
 
 // run is the main loop. It never blocks on an activity, so signals are taken in
@@ -130,22 +196,30 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	e.background(ctx, e.readSearchAttributeSupport)
 	workflow.Go(ctx, e.notifyTierChanges)
 
+	if err := e.awaitMembership(ctx); err != nil {
+		return e.status(), err
+	}
+	if e.member == refused {
+		if ended, err := e.refuseAll(ctx); ended || err != nil {
+			return e.status(), err
+		}
+	}
 	for {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
 			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.timerFired ||
-				e.attributesStale() || e.readyToContinue(ctx)
+				e.attributesDue(ctx) || e.readyToContinue(ctx)
 		})
 		if err != nil {
 			return e.status(), err
 		}
 		for {
-			var ev PointEvent
-			if !e.points.ReceiveAsync(&ev) {
+			var p pointEventPayload
+			if !e.points.ReceiveAsync(&p) {
 				break
 			}
-			if _, err := e.apply(ctx, ev, false); err != nil {
-				e.log.Warn("add-points signal refused", "dedup_key", ev.DedupKey, "error", err)
+			if _, err := e.apply(ctx, p, false); err != nil {
+				e.log.Warn("add-points signal refused", "dedup_key", p.event.DedupKey, "error", err)
 			}
 		}
 		if e.unenroll.ReceiveAsync(nil) {
@@ -193,12 +267,18 @@ func (e *entity) idle(ctx workflow.Context) bool {
 }
 
 // validateUpdate rejects an apply-points update before it reaches history.
-func (e *entity) validateUpdate(ctx workflow.Context, ev PointEvent) error {
-	if ev.DedupKey == "" {
-		return temporal.NewApplicationError("dedup_key is required for "+UpdateApplyPoints, ErrInvalidEvent)
+func (e *entity) validateUpdate(ctx workflow.Context, p pointEventPayload) error {
+	if p.err == nil && p.event.DedupKey == "" {
+		return refusal("dedup_key is required for "+UpdateApplyPoints, ErrInvalidEvent)
 	}
-	_, _, err := e.check(ctx, ev)
+	_, _, err := e.check(ctx, p)
 	return err
+}
+
+// refusal is the entity's final answer to an event it will not apply:
+// non-retryable, since sending the same event again cannot change it.
+func refusal(msg, errType string) error {
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil)
 }
 
 // verdict is what check decided for an event.
@@ -211,26 +291,37 @@ const (
 	reject                // not for this entity now: unenrolled, or a reused key
 )
 
-// check decides what an event would do, without changing anything.
-func (e *entity) check(ctx workflow.Context, ev PointEvent) (verdict, PointsResult, error) {
-	if !e.enrolled {
-		return reject, PointsResult{}, temporal.NewApplicationError("customer "+e.customerID+" has unenrolled", ErrNotEnrolled)
+// check decides what an event would do, without changing anything. A payload
+// that is no PointEvent is refused first; then a known key gets its first
+// answer, whatever happened since (an unenrolment included); only then are
+// enrolment, the event's own rules and the balance considered.
+//
+// Reordering these checks is safe for histories already written: check
+// changes no state, a signal never reaches it once the run stopped taking
+// events, and an update's answer is not part of what replay compares.
+func (e *entity) check(ctx workflow.Context, p pointEventPayload) (verdict, PointsResult, error) {
+	if p.err != nil {
+		return refuse, PointsResult{}, refusal(p.err.Error(), ErrInvalidEvent)
 	}
-	if err := ev.Validate(); err != nil {
-		return refuse, PointsResult{}, temporal.NewApplicationError(err.Error(), ErrInvalidEvent)
-	}
+	ev := p.event
+	now := workflow.Now(ctx)
 	if ev.DedupKey != "" {
-		if entry, ok := e.st.Dedup.Lookup(ev.DedupKey, workflow.Now(ctx)); ok {
+		if entry, ok := e.st.Dedup.Lookup(ev.DedupKey, now); ok {
 			if !entry.Matches(dedup.Fingerprint(ev.canonical())) {
-				return reject, PointsResult{}, temporal.NewApplicationError(
-					"dedup_key "+ev.DedupKey+" was used for a different event", ErrIdempotencyKeyReused)
+				return reject, PointsResult{}, refusal("dedup_key "+ev.DedupKey+" was used for a different event", ErrIdempotencyKeyReused)
 			}
 			return replay, e.replay(entry), nil
 		}
 	}
-	if ev.Points < 0 && -ev.Points > e.st.Points {
-		return refuse, PointsResult{}, temporal.NewApplicationError(
-			fmt.Sprintf("redeeming %d points exceeds the balance of %d", -ev.Points, e.st.Points), ErrInvalidEvent)
+	if e.member == refused || e.member == leaving {
+		return reject, PointsResult{}, refusal("customer "+e.customerID+" has unenrolled", ErrNotEnrolled)
+	}
+	if err := ev.Validate(); err != nil {
+		return refuse, PointsResult{}, refusal(err.Error(), ErrInvalidEvent)
+	}
+	if balance := e.balanceAt(now); ev.Points < 0 && -ev.Points > balance {
+		return refuse, PointsResult{}, refusal(
+			fmt.Sprintf("redeeming %d points exceeds the balance of %d", -ev.Points, balance), ErrInvalidEvent)
 	}
 	return apply, PointsResult{}, nil
 }
@@ -249,15 +340,19 @@ func (e *entity) replay(entry dedup.Entry) PointsResult {
 // carries a key is remembered as refused, so a retry gets the same answer rather
 // than being applied later against another balance. (An update is refused by its
 // validator instead, before it reaches history.)
-func (e *entity) apply(ctx workflow.Context, ev PointEvent, update bool) (PointsResult, error) {
+func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update bool) (PointsResult, error) {
 	e.handled++
 	now := workflow.Now(ctx)
-	v, res, err := e.check(ctx, ev)
+	if e.release2 {
+		e.expireInactivity(now)
+	}
+	v, res, err := e.check(ctx, p)
+	ev := p.event
 	switch v {
 	case replay:
 		return res, nil
 	case refuse:
-		if !update && ev.DedupKey != "" {
+		if !update && p.err == nil && ev.DedupKey != "" {
 			e.st.Dedup.Record(ev.DedupKey, now, dedup.Fingerprint(ev.canonical()), dedup.Outcome{Value: e.st.Points})
 		}
 		return res, err

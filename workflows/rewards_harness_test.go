@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -22,19 +23,25 @@ import (
 
 var start = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-// recorder counts what the rewards activities were asked to record.
+// recorder counts what the rewards activities were asked to record and, like
+// the database, keeps an unenrolled customer out until re-enrolled.
 type recorder struct {
 	mu          sync.Mutex
 	enrolments  []workflows.Enrollment
 	tierChanges []workflows.TierChange
 	unenrolled  []workflows.Unenrollment
+	out         map[string]bool // customers unenrolled and not re-enrolled
 }
 
-func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) error {
+func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.enrolments = append(r.enrolments, e)
-	return nil
+	if r.out[e.CustomerID] && !e.Reenrol {
+		return false, nil
+	}
+	delete(r.out, e.CustomerID)
+	return true, nil
 }
 
 func (r *recorder) RecordTierChange(_ context.Context, c workflows.TierChange) error {
@@ -48,6 +55,10 @@ func (r *recorder) RecordUnenrollment(_ context.Context, u workflows.Unenrollmen
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.unenrolled = append(r.unenrolled, u)
+	if r.out == nil {
+		r.out = map[string]bool{}
+	}
+	r.out[u.CustomerID] = true
 	return nil
 }
 
@@ -85,6 +96,7 @@ func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestW
 	h.runs++
 	env := h.NewTestWorkflowEnvironment()
 	env.SetStartTime(h.now)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID(in.CustomerID)})
 	env.RegisterWorkflow(workflows.RewardsWorkflow)
 	acts := &activities.Rewards{Recorder: h.rec}
 	if h.attrs != nil {

@@ -31,13 +31,92 @@ func (e *entity) background(ctx workflow.Context, fn func(workflow.Context)) {
 	})
 }
 
+// recordEnrollment records the enrolment once per entity. In a second-release
+// run it also learns whether the customer may take events: one who
+// unenrolled before stays out (refused) until re-enrolled. Should the activity
+// fail for good (it retries without limit, so only when the run is cancelled)
+// the run keeps waiting, taking no event.
 func (e *entity) recordEnrollment(ctx workflow.Context) {
 	in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx)}
-	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, nil); err != nil {
+	var res EnrollmentResult
+	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
 		e.log.Error("recording enrolment failed", "error", err)
 		return
 	}
+	if e.member != checking {
+		e.st.EnrollRecorded = true
+		return
+	}
+	if !res.Enrolled {
+		e.log.Info("customer has unenrolled; refusing events until re-enrolled")
+		e.member = refused
+		return
+	}
 	e.st.EnrollRecorded = true
+	e.member = enrolled
+}
+
+// validateEnroll turns an enroll update away while the run is ending an
+// unenrolment; the caller retries, and its retry starts a new entity.
+func (e *entity) validateEnroll(workflow.Context) error {
+	if e.member == leaving {
+		return temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enrol", ErrUnenrolling)
+	}
+	return nil
+}
+
+// enroll handles the enroll update: an enrolled customer stays as is; one who
+// had unenrolled is re-enrolled (the database's record is reopened) and the
+// run goes on as a new entity with no points.
+func (e *entity) enroll(ctx workflow.Context) (Status, error) {
+	if err := e.awaitMembership(ctx); err != nil {
+		return e.status(), err
+	}
+	if e.member == refused {
+		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenrol: true}
+		var res EnrollmentResult
+		if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
+			return e.status(), fmt.Errorf("re-enrolling: %w", err)
+		}
+		if !res.Enrolled {
+			return e.status(), fmt.Errorf("re-enrolling %s: the database did not reopen the enrolment", e.customerID)
+		}
+		e.log.Info("customer re-enrolled")
+		e.st.EnrollRecorded = true
+		e.member = enrolled
+	}
+	if e.member == leaving {
+		return e.status(), temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enrol", ErrUnenrolling)
+	}
+	return e.status(), nil
+}
+
+// refuseAll runs an entity whose customer has unenrolled: every add-points
+// signal is dropped, every apply-points update answered NotEnrolled, unenroll
+// ignored. It reports ended once nothing is left in flight, or returns with
+// ended false when an enroll update re-enrolled the customer meanwhile.
+func (e *entity) refuseAll(ctx workflow.Context) (ended bool, err error) {
+	for e.member == refused {
+		dropped := 0
+		for e.points.ReceiveAsync(nil) {
+			dropped++
+		}
+		for e.unenroll.ReceiveAsync(nil) {
+		}
+		if dropped > 0 {
+			e.log.Info("add-points signals for an unenrolled customer not applied", "count", dropped)
+		}
+		err := workflow.Await(ctx, func() bool {
+			return e.member != refused || e.points.Len() > 0 || e.unenroll.Len() > 0 || e.idle(ctx)
+		})
+		if err != nil {
+			return false, err
+		}
+		if e.member == refused && e.points.Len() == 0 && e.unenroll.Len() == 0 && e.idle(ctx) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // readSearchAttributeSupport asks, once a run, which search attributes the
@@ -62,7 +141,7 @@ func (e *entity) readSearchAttributeSupport(ctx workflow.Context) {
 func (e *entity) notifyTierChanges(ctx workflow.Context) {
 	for {
 		err := workflow.Await(ctx, func() bool {
-			return e.enrolled && !e.wantsToContinue(ctx) && TierFor(e.st.Points) != e.st.NotifiedTier
+			return e.member == enrolled && !e.wantsToContinue(ctx) && TierFor(e.st.Points) != e.st.NotifiedTier
 		})
 		if err != nil {
 			return
@@ -109,14 +188,92 @@ func (e *entity) armInactivityTimer(ctx workflow.Context) {
 	})
 }
 
+// inactivityDue reports whether the inactivity deadline has passed at now.
+func (e *entity) inactivityDue(now time.Time) bool {
+	return !e.st.InactivityDeadline.IsZero() && !now.Before(e.st.InactivityDeadline)
+}
+
+// balanceAt is the balance an event arriving at now meets: zero once a due
+// inactivity reset is to happen first (second release; the first applied
+// such an event to the old balance).
+func (e *entity) balanceAt(now time.Time) int64 {
+	if e.release2 && e.inactivityDue(now) {
+		return 0
+	}
+	return e.st.Points
+}
+
 // expireInactivity resets the points once the deadline has passed.
 func (e *entity) expireInactivity(now time.Time) {
-	if e.st.InactivityDeadline.IsZero() || now.Before(e.st.InactivityDeadline) {
+	if !e.inactivityDue(now) {
 		return
 	}
 	e.log.Info("inactivity: points reset", "points", e.st.Points, "deadline", e.st.InactivityDeadline)
 	e.st.Points = 0
 	e.st.InactivityDeadline = time.Time{}
+}
+
+// searchAttributesLag bounds how long the RewardsPoints search attribute may
+// lag the balance: points alone are written at most once per lag, so a busy
+// entity does not double its history with an upsert per event. The tier is
+// written at once.
+const searchAttributesLag = time.Minute
+
+// taskMark identifies a workflow task: the history length at its start, which
+// every later task exceeds. The task's time is kept too, because the test
+// environment leaves the history length at zero.
+type taskMark struct {
+	length int
+	at     time.Time
+}
+
+func currentTask(ctx workflow.Context) taskMark {
+	return taskMark{length: workflow.GetInfo(ctx).GetCurrentHistoryLength(), at: workflow.Now(ctx)}
+}
+
+// attributesDue reports whether the registered search attributes are to be
+// written now. A first-release run writes whatever lags, on every pass of the
+// main loop; a second-release run at most once per workflow task, the tier as
+// soon as it changes and the points once searchAttributesLag has passed since
+// the last write.
+func (e *entity) attributesDue(ctx workflow.Context) bool {
+	if !e.attributesStale() {
+		return false
+	}
+	if !e.release2 {
+		return true
+	}
+	if e.attrsSet && e.attrsTask == currentTask(ctx) {
+		return false
+	}
+	if !e.attrsSet || e.attrs.Tier && e.attrsTier != TierFor(e.st.Points) {
+		return true
+	}
+	return !workflow.Now(ctx).Before(e.attrsAt.Add(searchAttributesLag))
+}
+
+// armAttributesTimer makes sure a second-release run wakes up to write
+// attributes that still lag after this pass: the points once their lag is
+// over, a tier changed twice in one workflow task a second later. One
+// coroutine at a time waits, until the attributes are due or no longer stale.
+func (e *entity) armAttributesTimer(ctx workflow.Context) {
+	if !e.release2 || e.attrsTimer || !e.attributesStale() {
+		return
+	}
+	e.attrsTimer = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { e.attrsTimer = false }()
+		for e.attributesStale() && !e.attributesDue(ctx) {
+			wait := time.Second
+			if !e.attrs.Tier || e.attrsTier == TierFor(e.st.Points) {
+				wait = max(wait, e.attrsAt.Add(searchAttributesLag).Sub(workflow.Now(ctx)))
+			}
+			timer := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: "search attributes"})
+			if err := timer.Get(ctx, nil); err != nil {
+				return
+			}
+		}
+	})
 }
 
 // attributesStale reports whether a registered search attribute lags the state.
@@ -129,10 +286,11 @@ func (e *entity) attributesStale() bool {
 		e.attrs.Points && (!e.attrsSet || e.attrsPts != e.st.Points)
 }
 
-// upsertSearchAttributes writes the registered attributes at most once per
-// pass of the main loop, which is at most once per workflow task.
+// upsertSearchAttributes writes the registered attributes when they are due
+// (attributesDue), and otherwise sees to it that lagging ones are written later.
 func (e *entity) upsertSearchAttributes(ctx workflow.Context) {
-	if !e.attributesStale() {
+	if !e.attributesDue(ctx) {
+		e.armAttributesTimer(ctx)
 		return
 	}
 	var updates []temporal.SearchAttributeUpdate
@@ -147,12 +305,13 @@ func (e *entity) upsertSearchAttributes(ctx workflow.Context) {
 		return
 	}
 	e.attrsSet, e.attrsTier, e.attrsPts = true, TierFor(e.st.Points), e.st.Points
+	e.attrsAt, e.attrsTask = workflow.Now(ctx), currentTask(ctx)
 }
 
 // leave ends the entity: events already taken stay applied, nothing arriving
 // later is, the unenrolment is recorded once, and the workflow completes.
 func (e *entity) leave(ctx workflow.Context) (Status, error) {
-	e.enrolled = false
+	e.member = leaving
 	at := workflow.Now(ctx)
 	e.log.Info("unenrolling", "points", e.st.Points, "run", e.st.Run)
 	if err := workflow.Await(ctx, func() bool { return e.idle(ctx) }); err != nil {
@@ -185,7 +344,7 @@ func (e *entity) status() Status {
 		LifetimePoints:     e.st.LifetimePoints,
 		Tier:               TierFor(e.st.Points),
 		EventCount:         e.st.EventCount,
-		Enrolled:           e.enrolled,
+		Enrolled:           e.member == enrolled || e.member == checking,
 		DedupKeys:          e.st.Dedup.Len(),
 		LastActivityAt:     e.st.LastActivityAt,
 		Run:                e.st.Run,

@@ -230,6 +230,15 @@ type Status struct {
 type Enrollment struct {
 	CustomerID string    `json:"customer_id"`
 	EnrolledAt time.Time `json:"enrolled_at"`
+	// Reenrol enrols again a customer who has unenrolled: the explicit
+	// re-enrolment. Without it such a customer stays unenrolled.
+	Reenrol bool `json:"reenrol,omitempty"`
+}
+
+// EnrollmentResult is what the Enroll activity found: whether the customer is
+// enrolled now. False means the customer unenrolled and was not re-enrolled.
+type EnrollmentResult struct {
+	Enrolled bool `json:"enrolled"`
 }
 
 // TierChange is the input of the NotifyTierChange activity.

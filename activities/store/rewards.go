@@ -27,24 +27,28 @@ type TierChangeRow struct {
 	Points     int64     `json:"points"`
 }
 
-// RecordEnrolment records that customer customerID enrolled at the given
-// time and reports whether this call changed the record. A retry changes
-// nothing; an enrolment later than a recorded unenrolment is a re-enrolment
-// (the customer's entity ended and a new one began) and opens the record
-// again; an unenrolment recorded first keeps its time.
-func (s *Store) RecordEnrolment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, enrolled_at)
+// Enrol records that customer customerID is enrolled as of the given time
+// and reports whether the customer is enrolled afterwards. A customer seen for
+// the first time is enrolled; an enrolled one stays so, keeping the first
+// enrolment time (a retry changes nothing); a customer who has unenrolled
+// stays unenrolled, unless reopen is set, the explicit re-enrolment, which
+// enrols them again from the given time. Unenrolment is therefore final for
+// every path but one: an event that starts a fresh entity after the old one
+// ended (and after Temporal's retention forgot it) finds the record here.
+func (s *Store) Enrol(ctx context.Context, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
+	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, enrolled_at)
 		VALUES ($1, $2)
-		ON CONFLICT (customer_id) DO UPDATE SET
-			enrolled_at = excluded.enrolled_at,
-			unenrolled_at = CASE WHEN rewards_enrolments.enrolled_at IS NULL THEN rewards_enrolments.unenrolled_at END
-		WHERE rewards_enrolments.enrolled_at IS NULL
-			OR (rewards_enrolments.unenrolled_at IS NOT NULL AND excluded.enrolled_at > rewards_enrolments.unenrolled_at)`,
-		customerID, dbTime(at))
+		ON CONFLICT (customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
+		WHERE rewards_enrolments.unenrolled_at IS NOT NULL AND $3 = TRUE`,
+		customerID, dbTime(at), reopen)
 	if err != nil {
-		return false, fmt.Errorf("record enrolment of %s: %w", customerID, err)
+		return false, fmt.Errorf("enrol %s: %w", customerID, err)
 	}
-	return affected(res, "record enrolment of "+customerID)
+	row, err := s.Enrolment(ctx, customerID)
+	if err != nil {
+		return false, fmt.Errorf("enrol %s: %w", customerID, err)
+	}
+	return row.UnenrolledAt == nil, nil
 }
 
 // RecordUnenrolment records that customer customerID left at the given time

@@ -17,14 +17,14 @@ func TestRewards(t *testing.T) {
 			call func() (bool, error)
 			want bool
 		}{
-			{"enrol", func() (bool, error) { return s.RecordEnrolment(ctx, "c1", at(0)) }, true},
-			{"enrol again", func() (bool, error) { return s.RecordEnrolment(ctx, "c1", at(time.Hour)) }, false},
+			{"enrol", func() (bool, error) { return s.Enrol(ctx, "c1", at(0), false) }, true},
+			{"enrol again", func() (bool, error) { return s.Enrol(ctx, "c1", at(time.Hour), false) }, true},
 			{"tier change", func() (bool, error) { return s.RecordTierChange(ctx, "c1", "bronze", "silver", 500, at(time.Minute)) }, true},
 			{"tier change again", func() (bool, error) { return s.RecordTierChange(ctx, "c1", "bronze", "silver", 500, at(time.Minute)) }, false},
 			{"next tier change", func() (bool, error) { return s.RecordTierChange(ctx, "c1", "silver", "gold", 1000, at(2*time.Minute)) }, true},
 			{"unenrol", func() (bool, error) { return s.RecordUnenrolment(ctx, "c1", at(time.Hour)) }, true},
 			{"unenrol again", func() (bool, error) { return s.RecordUnenrolment(ctx, "c1", at(2*time.Hour)) }, false},
-			{"retried first enrolment", func() (bool, error) { return s.RecordEnrolment(ctx, "c1", at(0)) }, false},
+			{"retried first enrolment", func() (bool, error) { return s.Enrol(ctx, "c1", at(0), false) }, false},
 		}
 		for _, st := range steps {
 			got, err := st.call()
@@ -50,36 +50,45 @@ func TestRewards(t *testing.T) {
 	})
 }
 
-// An unenrolment may be recorded before its enrolment (or with none on record,
-// for entities older than the database recorder); a later enrolment, after the
-// entity ended, is a re-enrolment.
-func TestRewardsOutOfOrderAndReEnrolment(t *testing.T) {
+// Unenrolment is final: an enrolment after it (a fresh entity started by a
+// stray event) finds the customer unenrolled and changes nothing; only the
+// explicit re-enrolment reopens the record. An unenrolment may be recorded
+// with no enrolment on record (entities older than the database recorder).
+func TestUnenrolmentIsFinalUntilReenrolment(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		steps := []struct {
-			name string
-			call func() (bool, error)
-			want bool
-			row  EnrolmentRow
+			name     string
+			call     func() (bool, error)
+			enrolled bool
+			row      EnrolmentRow
 		}{
-			{"unenrol first", func() (bool, error) { return s.RecordUnenrolment(ctx, "c2", at(time.Hour)) }, true,
-				EnrolmentRow{CustomerID: "c2", UnenrolledAt: ptr(at(time.Hour))}},
-			{"late enrolment", func() (bool, error) { return s.RecordEnrolment(ctx, "c2", at(0)) }, true,
+			{"enrol", func() (bool, error) { return s.Enrol(ctx, "c2", at(0), false) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(0))}},
+			{"enrol retried", func() (bool, error) { return s.Enrol(ctx, "c2", at(0), false) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(0))}},
+			{"re-enrol while enrolled", func() (bool, error) { return s.Enrol(ctx, "c2", at(time.Minute), true) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(0))}},
+			{"unenrol", func() (bool, error) { return s.RecordUnenrolment(ctx, "c2", at(time.Hour)) }, true,
 				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))}},
-			{"late enrolment retried", func() (bool, error) { return s.RecordEnrolment(ctx, "c2", at(0)) }, false,
+			{"stray enrolment after unenrolment", func() (bool, error) { return s.Enrol(ctx, "c2", at(2*time.Hour), false) }, false,
 				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))}},
-			{"re-enrolment", func() (bool, error) { return s.RecordEnrolment(ctx, "c2", at(2*time.Hour)) }, true,
-				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(2 * time.Hour))}},
-			{"re-enrolment retried", func() (bool, error) { return s.RecordEnrolment(ctx, "c2", at(2*time.Hour)) }, false,
-				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(2 * time.Hour))}},
-			{"second unenrolment", func() (bool, error) { return s.RecordUnenrolment(ctx, "c2", at(3*time.Hour)) }, true,
-				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(2 * time.Hour)), UnenrolledAt: ptr(at(3 * time.Hour))}},
+			{"re-enrolment", func() (bool, error) { return s.Enrol(ctx, "c2", at(3*time.Hour), true) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour))}},
+			{"re-enrolment retried", func() (bool, error) { return s.Enrol(ctx, "c2", at(3*time.Hour), true) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour))}},
+			{"second unenrolment", func() (bool, error) { return s.RecordUnenrolment(ctx, "c2", at(4*time.Hour)) }, true,
+				EnrolmentRow{CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour)), UnenrolledAt: ptr(at(4 * time.Hour))}},
+			{"unenrolment with no enrolment on record", func() (bool, error) { return s.RecordUnenrolment(ctx, "c3", at(time.Hour)) }, true,
+				EnrolmentRow{CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour))}},
+			{"enrolment after it", func() (bool, error) { return s.Enrol(ctx, "c3", at(2*time.Hour), false) }, false,
+				EnrolmentRow{CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour))}},
 		}
 		for _, st := range steps {
 			got, err := st.call()
 			require.NoError(t, err, st.name)
-			assert.Equal(t, st.want, got, st.name)
-			row, err := s.Enrolment(ctx, "c2")
+			assert.Equal(t, st.enrolled, got, st.name)
+			row, err := s.Enrolment(ctx, st.row.CustomerID)
 			require.NoError(t, err, st.name)
 			assert.Equal(t, st.row, row, st.name)
 		}
