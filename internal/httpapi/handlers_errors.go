@@ -15,17 +15,21 @@ import (
 
 // Problem types of the API's own answers (the idempotency layer has its own).
 const (
-	problemNotFound        = "https://entityflow.dev/problems/not-found"
-	problemInvalidRequest  = "https://entityflow.dev/problems/invalid-request"
-	problemRejected        = "https://entityflow.dev/problems/rejected"
-	problemNotEnrolled     = "https://entityflow.dev/problems/not-enrolled"
-	problemTooManyRuns     = "https://entityflow.dev/problems/too-many-runs"
-	problemUnavailable     = "https://entityflow.dev/problems/dependency-unavailable"
-	problemInternal        = "https://entityflow.dev/problems/internal"
-	retryAfterTooManyRuns  = "5"
-	retryAfterUnavailable  = "2"
-	titleInvalidRequest    = "Invalid request"
-	detailDedupKeyInHeader = "dedup_key must not be in the body: the Idempotency-Key header is the key"
+	problemNotFound       = "https://entityflow.dev/problems/not-found"
+	problemInvalidRequest = "https://entityflow.dev/problems/invalid-request"
+	problemRejected       = "https://entityflow.dev/problems/rejected"
+	problemNotEnrolled    = "https://entityflow.dev/problems/not-enrolled"
+	problemTooManyRuns    = "https://entityflow.dev/problems/too-many-runs"
+	problemUnavailable    = "https://entityflow.dev/problems/dependency-unavailable"
+	problemOutcomeUnknown = "https://entityflow.dev/problems/outcome-unknown"
+	problemInternal       = "https://entityflow.dev/problems/internal"
+	retryAfterTooManyRuns = "5"
+	retryAfterUnavailable = "2"
+	// retryAfterOutcomeUnknown gives a backend that was too slow for a whole
+	// request a few seconds before the retry.
+	retryAfterOutcomeUnknown = "5"
+	titleInvalidRequest      = "Invalid request"
+	detailDedupKeyInHeader   = "dedup_key must not be in the body: the Idempotency-Key header is the key"
 )
 
 // invalid answers 400 with what is wrong; a contracts.ValidationError lists
@@ -41,8 +45,9 @@ func invalid(w http.ResponseWriter, err error) {
 
 // fail answers for an error from a backend: the entity's refusals are final
 // (422, or 409 for a customer who has unenrolled; replayed for the same key),
-// unknown things are 404, a full activity is 429 and a dependency down is 503
-// (both release the key, so the same key can be retried), anything else 500.
+// unknown things are 404, a full activity is 429, a dependency down is 503 and
+// a command whose outcome is unknown at the deadline is 504 (these three
+// release the key, so the same key can be retried), anything else 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var appErr *temporal.ApplicationError
 	var verr *contracts.ValidationError
@@ -60,6 +65,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, platform.ErrTooManyRuns):
 		w.Header().Set("Retry-After", retryAfterTooManyRuns)
 		WriteProblem(w, Problem{Type: problemTooManyRuns, Title: "Too many runs in flight", Status: http.StatusTooManyRequests, Detail: err.Error()})
+	case errors.Is(err, rewardsclient.ErrOutcomeUnknown):
+		s.logger().Warn("outcome unknown at the request deadline", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", retryAfterOutcomeUnknown)
+		WriteProblem(w, Problem{Type: problemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusGatewayTimeout,
+			Detail: "the command may or may not have been applied: its outcome was still unknown when the request's deadline passed. " +
+				"Retrying with the same Idempotency-Key cannot apply it twice: the entity recognises the key and answers with the first result"})
 	case unavailable(err):
 		s.logger().Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterUnavailable)

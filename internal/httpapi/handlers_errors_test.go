@@ -39,6 +39,7 @@ func TestFailMapsErrorsToStatuses(t *testing.T) {
 		{"Temporal unavailable", serviceerror.NewUnavailable("down"), http.StatusServiceUnavailable, true, problemUnavailable},
 		{"update not ready", serviceerror.NewWorkflowNotReady("retry"), http.StatusServiceUnavailable, true, problemUnavailable},
 		{"timed out", context.DeadlineExceeded, http.StatusServiceUnavailable, true, problemUnavailable},
+		{"outcome unknown", fmt.Errorf("apply-points: %w: %w", rewardsclient.ErrOutcomeUnknown, context.DeadlineExceeded), http.StatusGatewayTimeout, true, problemOutcomeUnknown},
 		{"other application error", temporal.NewApplicationError("boom", "Other"), http.StatusInternalServerError, false, problemInternal},
 		{"anything else", errors.New("boom"), http.StatusInternalServerError, false, problemInternal},
 	}

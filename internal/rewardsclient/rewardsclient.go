@@ -24,6 +24,12 @@ import (
 // ErrUnknownCustomer means no rewards entity exists for the customer.
 var ErrUnknownCustomer = errors.New("unknown customer")
 
+// ErrOutcomeUnknown means a command may or may not have been applied: a try
+// reached (or may have reached) the entity, and its outcome was still unknown
+// when the caller's context ended. Retrying with the same dedup key cannot
+// apply it twice: the entity answers a retry from its dedup window.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the command may or may not have been applied")
+
 // Client sends commands to rewards entities.
 type Client struct {
 	Temporal client.Client
@@ -45,6 +51,11 @@ type Client struct {
 // tries, so a try that reached the workflow before timing out is answered by
 // Temporal with its first result; a later call with the same key is a new update
 // that the entity's window answers with the first result marked duplicate.
+//
+// A try that timed out may have been applied, so the call keeps asking for
+// the update's outcome until ctx ends; if it is still unknown then, the error
+// wraps ErrOutcomeUnknown. Other failures (the server unavailable, the
+// update refused before it took effect) are returned as they are.
 func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflows.PointEvent) (workflows.PointsResult, error) {
 	if err := c.validate(customerID, ev); err != nil {
 		return workflows.PointsResult{}, err
@@ -54,26 +65,50 @@ func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflow
 	}
 	var res workflows.PointsResult
 	updateID := uuid.NewString()
+	mayHaveApplied := false
 	err := c.retry(ctx, "apply-points", func(ctx context.Context) error {
-		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
-		defer cancel()
-		op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
-		h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: op,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				WorkflowID:   workflows.RewardsWorkflowID(customerID),
-				UpdateName:   workflows.UpdateApplyPoints,
-				UpdateID:     updateID,
-				Args:         []any{ev},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
-		if err != nil {
-			return err
-		}
-		return h.Get(actx, &res)
+		err := c.applyPointsOnce(ctx, customerID, updateID, ev, &res)
+		mayHaveApplied = mayHaveApplied || timedOut(err)
+		return err
 	})
+	if err != nil && mayHaveApplied && Retryable(err) {
+		return workflows.PointsResult{}, fmt.Errorf("apply-points for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
+	}
 	return res, err
+}
+
+// applyPointsOnce is one try of ApplyPoints, bounded by the attempt timeout.
+func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID string, ev workflows.PointEvent, res *workflows.PointsResult) error {
+	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+	defer cancel()
+	op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+	h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.RewardsWorkflowID(customerID),
+			UpdateName:   workflows.UpdateApplyPoints,
+			UpdateID:     updateID,
+			Args:         []any{ev},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(actx, res)
+}
+
+// timedOut reports whether a try ended by a timeout or cancellation while
+// it waited for the server: the server may have received the update, and the
+// entity may have applied it.
+func timedOut(err error) bool {
+	var (
+		updateTimeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		deadline      *serviceerror.DeadlineExceeded
+		canceled      *serviceerror.Canceled
+	)
+	return errors.As(err, &updateTimeout) || errors.As(err, &deadline) || errors.As(err, &canceled) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // AddPoints sends an event as the add-points signal, starting the entity if it

@@ -55,6 +55,21 @@ type stack struct {
 // newStack starts everything; keys is the idempotency key store.
 func newStack(t testing.TB, keys dedup.KeyStore) *stack {
 	t.Helper()
+	return newStackWith(t, keys, stackConfig{})
+}
+
+// stackConfig varies a stack.
+type stackConfig struct {
+	// timeout is the API's request timeout (zero: the API's default).
+	timeout time.Duration
+	// noRewardsWorker leaves the rewards task queue unpolled; the test
+	// starts the worker with startRewardsWorker.
+	noRewardsWorker bool
+}
+
+// newStackWith starts a stack as cfg says.
+func newStackWith(t testing.TB, keys dedup.KeyStore, cfg stackConfig) *stack {
+	t.Helper()
 	c := devserver.ForTest(t, devserver.Options{}).Client()
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbtest.SQLite(t).URL)
@@ -63,26 +78,38 @@ func newStack(t testing.TB, keys dedup.KeyStore) *stack {
 	}
 	t.Cleanup(func() { st.Close() })
 	logger := quietLogger(t)
-	for _, w := range []worker.Worker{
-		rewardsworker.New(c, "default", activities.StoreRecorder{Store: st}, worker.Options{}),
-		platformworker.New(c, &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}, worker.Options{}),
-	} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+	s := &stack{t: t, c: c, store: st}
+	if !cfg.noRewardsWorker {
+		s.startRewardsWorker()
 	}
+	pw := platformworker.New(c, &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}, worker.Options{})
+	if err := pw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pw.Stop)
 	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
 	api := &httpapi.Server{
 		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
 		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
 		Idempotency: &httpapi.Idempotency{Store: keys, Metrics: metrics, Logger: logger},
 		Metrics:     metrics,
+		Timeout:     cfg.timeout,
 		Logger:      logger,
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &stack{t: t, c: c, store: st, url: srv.URL}
+	s.url = srv.URL
+	return s
+}
+
+// startRewardsWorker starts polling the rewards task queue until the test ends.
+func (s *stack) startRewardsWorker() {
+	s.t.Helper()
+	w := rewardsworker.New(s.c, "default", activities.StoreRecorder{Store: s.store}, worker.Options{})
+	if err := w.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(w.Stop)
 }
 
 // response is an answer of the API, body read.
@@ -491,5 +518,36 @@ func TestTenantScoping(t *testing.T) {
 		if r := s.doAs(tt.tenant, tt.method, tt.path, tt.key, tt.body); r.status != tt.want {
 			t.Errorf("%s: %d %s, want %d", tt.name, r.status, r.body, tt.want)
 		}
+	}
+}
+
+// A points command that no worker picks up has an unknown outcome at the
+// request deadline: 504 outcome-unknown with Retry-After, and the key is
+// released. Once a worker runs, the retry with the same key is answered by
+// the entity, and the event counts once.
+func TestPointsOutcomeUnknownThenRetryAppliesOnce(t *testing.T) {
+	s := newStackWith(t, dedup.NewMemoryStore(0), stackConfig{timeout: 3 * time.Second, noRewardsWorker: true})
+	path := "/v1/customers/c-stalled/points"
+	ev := map[string]any{"activity": "purchase", "points": 25, "source_id": "order-stalled"}
+
+	stalled := s.do("POST", path, "k-stalled", ev)
+	if stalled.status != http.StatusGatewayTimeout || stalled.header.Get("Retry-After") == "" {
+		t.Fatalf("no worker: %d Retry-After %q %s, want 504 with Retry-After", stalled.status, stalled.header.Get("Retry-After"), stalled.body)
+	}
+	if p := decode[map[string]any](t, stalled); p["type"] != "https://entityflow.dev/problems/outcome-unknown" {
+		t.Fatalf("no worker: problem %v", p)
+	}
+
+	s.startRewardsWorker()
+	retry := s.untilDone("POST", path, "k-stalled", ev)
+	if retry.status != http.StatusOK || retry.replayed {
+		t.Fatalf("retry with the same key: %d replayed=%v %s", retry.status, retry.replayed, retry.body)
+	}
+	if res := decode[workflows.PointsResult](t, retry); res.Points != 25 {
+		t.Fatalf("retry result %+v, want 25 points", res)
+	}
+	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-stalled", "", nil))
+	if st.Points != 25 || st.EventCount != 1 {
+		t.Fatalf("status %+v, want 25 points from one event", st)
 	}
 }

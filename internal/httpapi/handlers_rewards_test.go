@@ -1,0 +1,87 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// stalledTemporal is a Temporal client whose apply-points updates never
+// complete (as with no worker polling) until answer is set; then they are
+// applied.
+type stalledTemporal struct {
+	client.Client
+	answer atomic.Bool
+	tries  atomic.Int64
+}
+
+func (f *stalledTemporal) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
+	return nil
+}
+
+func (f *stalledTemporal) UpdateWithStartWorkflow(ctx context.Context, _ client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.tries.Add(1)
+	if !f.answer.Load() {
+		<-ctx.Done()
+		return nil, client.NewWorkflowUpdateServiceTimeoutOrCanceledError(ctx.Err())
+	}
+	return appliedUpdate{}, nil
+}
+
+// appliedUpdate is the handle of an applied apply-points update.
+type appliedUpdate struct{ client.WorkflowUpdateHandle }
+
+func (appliedUpdate) Get(_ context.Context, valuePtr any) error {
+	*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: 25, Tier: "basic"}
+	return nil
+}
+
+// A points command whose outcome is still unknown at the request deadline is
+// answered 504 outcome-unknown with Retry-After, and its key is released, so
+// that the retry with the same key runs and gets the entity's answer.
+func TestPointsOutcomeUnknownIs504(t *testing.T) {
+	fake := &stalledTemporal{}
+	logger := slog.New(slog.DiscardHandler)
+	api := &httpapi.Server{
+		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
+		Idempotency: &httpapi.Idempotency{Store: dedup.NewMemoryStore(0), Logger: logger},
+		Timeout:     300 * time.Millisecond,
+		Logger:      logger,
+	}
+	h := api.Handler()
+	body := `{"activity":"purchase","points":25}`
+
+	began := time.Now()
+	rec := idemPost(h, "k-504", body)
+	require.Equal(t, http.StatusGatewayTimeout, rec.Code, "body %s", rec.Body)
+	assert.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond, "the API waits for the outcome up to its deadline")
+	assert.Equal(t, "https://entityflow.dev/problems/outcome-unknown", idemProblemType(t, rec))
+	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", rec.Header().Get("Retry-After"))
+	assert.Positive(t, secs)
+	var p struct{ Detail string }
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+	assert.Contains(t, p.Detail, "may or may not have been applied")
+	assert.Contains(t, p.Detail, "same Idempotency-Key")
+
+	fake.answer.Store(true)
+	tries := fake.tries.Load()
+	retry := idemPost(h, "k-504", body)
+	require.Equal(t, http.StatusOK, retry.Code, "the key was released; body %s", retry.Body)
+	assert.Empty(t, retry.Header().Get(httpapi.ReplayedHeader))
+	assert.Greater(t, fake.tries.Load(), tries, "the retry ran the command")
+}
