@@ -3,9 +3,9 @@ package workflows_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
+		"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -20,19 +22,29 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
+// historyRelease names the entity release whose histories TestServerScenarios
+// records: rewards-{release}-{scenario}-run{n}.json. Raise it with every
+// release-worthy workflow change; the files of earlier releases stay.
+const historyRelease = "v2"
+
 // TestServerScenarios plays scenarios against a real Temporal dev server, with a
-// real worker and client over gRPC. With RECORD_HISTORIES=1 (`make histories`) it
-// also stores every run's history under testdata/, where
-// TestReplayRecordedHistories replays them. Record after a release-worthy
-// workflow change and keep the old files: each is a version that must go on
-// replaying.
+// real worker, database and client over gRPC. With RECORD_HISTORIES=1 (`make
+// histories`) it also stores every run's history under testdata/ with its
+// workflow ID beside it, where TestReplayRecordedHistories replays them. Record
+// after a release-worthy workflow change and keep the old files: each is a
+// version that must go on replaying.
 func TestServerScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Temporal dev server")
 	}
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
-	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, worker.Options{})
+	db, err := store.Open(context.Background(), dbtest.SQLite(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := rewardsworker.New(c, "default", activities.StoreRecorder{Store: db}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +57,7 @@ func TestServerScenarios(t *testing.T) {
 		{"continue-as-new", playContinueAsNew},
 		{"tiers", playTiers},
 		{"unenroll-burst", playUnenrollBurst},
+		{"reenrol", playReenrol},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -55,13 +68,10 @@ func TestServerScenarios(t *testing.T) {
 			if os.Getenv("RECORD_HISTORIES") == "" {
 				return
 			}
-			runs, err := histories.Chain(ctx, c, workflows.RewardsWorkflowID(p.customer))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range runs {
-				path := filepath.Join("testdata", fmt.Sprintf("rewards-v1-%s-run%d.json", sc.name, i+1))
-				if err := histories.Write(path, r.History); err != nil {
+			p.capture()
+			for i, r := range p.runs {
+				path := filepath.Join("testdata", fmt.Sprintf("rewards-%s-%s-run%d.json", historyRelease, sc.name, i+1))
+				if err := histories.WriteWithID(path, workflows.RewardsWorkflowID(p.customer), r.History); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("wrote %s (%d events)", path, len(r.History.GetEvents()))
@@ -77,6 +87,28 @@ type player struct {
 	c        client.Client
 	rc       *rewardsclient.Client
 	customer string
+	runs     []histories.Run // what capture has collected, oldest first
+}
+
+// capture collects the histories of the entity's latest chain of runs; a
+// scenario that ends an entity and starts another calls it in between.
+func (p *player) capture() {
+	runs, err := histories.Chain(p.ctx, p.c, workflows.RewardsWorkflowID(p.customer))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, r := range runs {
+		if !slices.ContainsFunc(p.runs, func(have histories.Run) bool { return have.RunID == r.RunID }) {
+			p.runs = append(p.runs, r)
+		}
+	}
+}
+
+// wait waits for the entity's latest run to end and returns its result.
+func (p *player) wait() (workflows.Status, error) {
+	var st workflows.Status
+	err := p.c.GetWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "").Get(p.ctx, &st)
+	return st, err
 }
 
 func (p *player) start(opts workflows.Options) {
@@ -105,8 +137,8 @@ func (p *player) unenrollAndWait() workflows.Status {
 	if err := p.rc.Unenroll(p.ctx, p.customer); err != nil {
 		p.t.Fatal(err)
 	}
-	var st workflows.Status
-	if err := p.c.GetWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "").Get(p.ctx, &st); err != nil {
+	st, err := p.wait()
+	if err != nil {
 		p.t.Fatal(err)
 	}
 	return st
@@ -175,5 +207,40 @@ func playUnenrollBurst(t *testing.T, p *player) {
 	st := p.unenrollAndWait()
 	if st.Points != 12 || st.Enrolled {
 		t.Fatalf("final %+v, want 12 points and unenrolled", st)
+	}
+}
+
+// playReenrol: an unenrolment is final (a retried event starts a new run that
+// refuses it and ends) until the enroll update re-enrols the customer; a
+// payload of the wrong type is refused without harm on the way.
+func playReenrol(t *testing.T, p *player) {
+	p.start(workflows.Options{})
+	if _, err := p.update(event("re-1", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.c.SignalWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.SignalAddPoints,
+		map[string]any{"dedup_key": "re-bad", "points": "5"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.unenrollAndWait(); st.Points != 10 {
+		t.Fatalf("first entity ended with %+v, want 10 points", st)
+	}
+	p.capture()
+	if _, err := p.update(event("re-1", 10)); errorType(err) != workflows.ErrNotEnrolled {
+		t.Fatalf("retry after the unenrolment: %v, want %s", err, workflows.ErrNotEnrolled)
+	}
+	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 0 {
+		t.Fatalf("the refusing run ended with %+v, %v", st, err)
+	}
+	p.capture()
+	st, err := p.rc.Enroll(p.ctx, p.customer)
+	if err != nil || !st.Enrolled || st.Points != 0 {
+		t.Fatalf("enroll: %+v, %v", st, err)
+	}
+	if res, err := p.update(event("re-2", 5)); err != nil || !res.Applied {
+		t.Fatalf("event after re-enrolment: %+v, %v", res, err)
+	}
+	if st := p.unenrollAndWait(); st.Points != 5 {
+		t.Fatalf("re-enrolled entity ended with %+v, want 5 points", st)
 	}
 }

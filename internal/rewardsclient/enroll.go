@@ -1,0 +1,47 @@
+package rewardsclient
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// Enroll enrols the customer through the entity's enroll update, starting the
+// entity if none runs (UpdateWithStart). It is the explicit re-enrolment after
+// an unenrolment, which nothing else undoes, and changes nothing for a customer
+// who is enrolled, so calling it twice is calling it once. It returns the
+// entity's status afterwards. An entity still ending an unenrolment answers
+// Unenrolling, which is retried until it has ended and a new one can start.
+func (c *Client) Enroll(ctx context.Context, customerID string) (workflows.Status, error) {
+	if err := workflows.ValidateCustomerID(customerID); err != nil {
+		return workflows.Status{}, err
+	}
+	var st workflows.Status
+	updateID := uuid.NewString()
+	err := c.retry(ctx, "enroll", func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		defer cancel()
+		op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+		h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID:   workflows.RewardsWorkflowID(customerID),
+				UpdateName:   workflows.UpdateEnroll,
+				UpdateID:     updateID,
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		return h.Get(actx, &st)
+	})
+	if err != nil {
+		return workflows.Status{}, fmt.Errorf("enrolling %s: %w", customerID, err)
+	}
+	return st, nil
+}
