@@ -19,6 +19,12 @@ const (
 	versionTaskBaseline = "task-instance-baseline"
 	// versionFireBaseline marks ScheduleFireWorkflow histories of the first release.
 	versionFireBaseline = "schedule-fire-baseline"
+	// versionRunCancelledWhileLogging: a run cancelled while LogRun was still
+	// being retried closes its row as failed (it used to leave it pending or
+	// running).
+	versionRunCancelledWhileLogging = "run-cancelled-while-logging"
+	// versionTaskCancelledWhileLogging: the same for a task and LogTask.
+	versionTaskCancelledWhileLogging = "task-cancelled-while-logging"
 )
 
 // Limits of one run.
@@ -60,6 +66,38 @@ func finishContext(ctx workflow.Context) workflow.Context {
 	return withStoreOptions(ctx)
 }
 
+// closesRowsOnCancel tells whether a workflow whose logging activity (LogRun,
+// LogTask) just failed must close its row: it does when the failure is the
+// workflow's cancellation and the workflow runs under changeID. GetVersion is
+// called on that path only, and deliberately so: histories that never took
+// it (every ordinary run, every recorded fixture) get no marker and stay
+// exactly as they were, while one that took it before the change finds no
+// marker there and replays as workflow.DefaultVersion, the old early return.
+// The path itself is deterministic: the activity's failure and the
+// cancellation are both in the history.
+func closesRowsOnCancel(ctx workflow.Context, changeID string) bool {
+	return ctx.Err() != nil && workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1) >= 1
+}
+
+// closeCancelled closes the row id of a workflow cancelled while its logging
+// activity was still being retried (the database down, or an attempt that
+// committed but whose reply was lost): in a disconnected context it runs the
+// logging activity once more, so that the row exists, then finishes it as
+// failed with reason. Logging is insert-once plus pending -> running, and
+// never moves a final row back, so neither this call nor a late attempt of
+// the cancelled one can reopen the row once it is failed.
+func closeCancelled(ctx workflow.Context, logActivity string, record any, finishActivity, id, reason string) error {
+	fctx := finishContext(ctx)
+	if err := workflow.ExecuteActivity(fctx, logActivity, record).Get(fctx, nil); err != nil {
+		return fmt.Errorf("logging %s after its cancellation: %w", id, err)
+	}
+	finish := Finish{ID: id, Status: StatusFailed, At: workflow.Now(fctx), Error: reason}
+	if err := workflow.ExecuteActivity(fctx, finishActivity, finish).Get(fctx, nil); err != nil {
+		return fmt.Errorf("closing %s after its cancellation: %w", id, err)
+	}
+	return nil
+}
+
 // RunActivityWorkflow performs one run of an activity: it writes the run row
 // (once, whatever the retries), starts one TaskInstanceWorkflow child per task
 // slot under the deterministic ID task-{run_id}:{task_type}:{index}, collects
@@ -73,9 +111,14 @@ func RunActivityWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		return RunResult{RunID: runID, Status: StatusFailed}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidRunInput, nil)
 	}
 	storeCtx := withStoreOptions(ctx)
+	record := in.Record(workflowID)
 	var logged RunLogged
-	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, in.Record(workflowID)).Get(ctx, &logged); err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("logging run %s: %w", runID, err)
+	if err := workflow.ExecuteActivity(storeCtx, ActivityLogRun, record).Get(ctx, &logged); err != nil {
+		err = fmt.Errorf("logging run %s: %w", runID, err)
+		if closesRowsOnCancel(ctx, versionRunCancelledWhileLogging) {
+			err = errors.Join(err, closeCancelled(ctx, ActivityLogRun, record, ActivityFinishRun, runID, "run cancelled before its tasks started"))
+		}
+		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	if logged.Status == StatusSucceeded || logged.Status == StatusFailed {
 		workflow.GetLogger(ctx).Warn("run already finished in an earlier execution; its tasks do not run again", "run_id", runID, "status", logged.Status)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,8 +30,10 @@ type platformFake struct {
 	mu          sync.Mutex
 	runs        map[string]workflows.RunRecord
 	runStatus   map[string]string
+	runErrors   map[string]string
 	tasks       map[string]workflows.TaskRecord
 	taskStatus  map[string]string
+	taskErrors  map[string]string
 	logRunCalls int
 	taskCalls   map[string]int
 	// running and maxRunning count task rows between LogTask and FinishTask.
@@ -39,12 +42,17 @@ type platformFake struct {
 	failTimes map[string]int
 	// logRunFailures makes the first LogRun attempts fail, as with a database down.
 	logRunFailures int
+	// logTaskFailures makes the first LogTask attempts fail.
+	logTaskFailures int
+	// lostReplies makes those failing LogRun and LogTask attempts write their
+	// row first, as when the database committed but the reply was lost.
+	lostReplies bool
 }
 
 func newPlatformFake() *platformFake {
 	return &platformFake{
-		runs: map[string]workflows.RunRecord{}, runStatus: map[string]string{},
-		tasks: map[string]workflows.TaskRecord{}, taskStatus: map[string]string{},
+		runs: map[string]workflows.RunRecord{}, runStatus: map[string]string{}, runErrors: map[string]string{},
+		tasks: map[string]workflows.TaskRecord{}, taskStatus: map[string]string{}, taskErrors: map[string]string{},
 		taskCalls: map[string]int{}, failTimes: map[string]int{},
 	}
 }
@@ -67,13 +75,25 @@ func (f *platformFake) logRun(_ context.Context, r workflows.RunRecord) (workflo
 	f.logRunCalls++
 	if f.logRunFailures > 0 {
 		f.logRunFailures--
+		if f.lostReplies {
+			f.writeRun(r)
+		}
 		return workflows.RunLogged{}, errors.New("database unavailable")
 	}
+	f.writeRun(r)
+	return workflows.RunLogged{Status: f.runStatus[r.RunID]}, nil
+}
+
+// writeRun inserts the run row once and moves it from pending to running, as
+// the store does: a final row is never moved back.
+func (f *platformFake) writeRun(r workflows.RunRecord) {
 	if _, ok := f.runs[r.RunID]; !ok {
 		f.runs[r.RunID] = r
+		f.runStatus[r.RunID] = workflows.StatusPending
+	}
+	if f.runStatus[r.RunID] == workflows.StatusPending {
 		f.runStatus[r.RunID] = workflows.StatusRunning
 	}
-	return workflows.RunLogged{Status: f.runStatus[r.RunID]}, nil
 }
 
 func (f *platformFake) finishRun(_ context.Context, fin workflows.Finish) error {
@@ -82,7 +102,10 @@ func (f *platformFake) finishRun(_ context.Context, fin workflows.Finish) error 
 	if _, ok := f.runs[fin.ID]; !ok {
 		return fmt.Errorf("run %s finished before it was logged", fin.ID)
 	}
-	f.runStatus[fin.ID] = fin.Status
+	if final(f.runStatus[fin.ID]) {
+		return nil
+	}
+	f.runStatus[fin.ID], f.runErrors[fin.ID] = fin.Status, fin.Error
 	return nil
 }
 
@@ -92,23 +115,44 @@ func (f *platformFake) logTask(_ context.Context, t workflows.TaskRecord) error 
 	if _, ok := f.runs[t.RunID]; !ok {
 		return fmt.Errorf("task %s logged before its run", t.ID)
 	}
+	if f.logTaskFailures > 0 {
+		f.logTaskFailures--
+		if f.lostReplies {
+			f.writeTask(t)
+		}
+		return errors.New("database unavailable")
+	}
+	f.writeTask(t)
+	return nil
+}
+
+// writeTask inserts the task row once, running, like writeRun.
+func (f *platformFake) writeTask(t workflows.TaskRecord) {
 	if _, ok := f.tasks[t.ID]; !ok {
 		f.tasks[t.ID] = t
 		f.taskStatus[t.ID] = workflows.StatusRunning
 		f.running++
 		f.maxRunning = max(f.maxRunning, f.running)
 	}
-	return nil
 }
 
 func (f *platformFake) finishTask(_ context.Context, fin workflows.Finish) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.taskStatus[fin.ID] == workflows.StatusRunning {
-		f.running--
+	if _, ok := f.tasks[fin.ID]; !ok {
+		return fmt.Errorf("task %s finished before it was logged", fin.ID)
 	}
-	f.taskStatus[fin.ID] = fin.Status
+	if final(f.taskStatus[fin.ID]) {
+		return nil
+	}
+	f.running--
+	f.taskStatus[fin.ID], f.taskErrors[fin.ID] = fin.Status, fin.Error
 	return nil
+}
+
+// final tells whether a row's status is terminal.
+func final(status string) bool {
+	return status == workflows.StatusSucceeded || status == workflows.StatusFailed
 }
 
 func (f *platformFake) runTask(ctx context.Context, in workflows.TaskInput) error {
@@ -372,6 +416,75 @@ func TestCancelledRunClosesItsRows(t *testing.T) {
 	}
 	if got := f.taskStatus[workflows.TaskWorkflowID(runID, "sleep", 0)]; got != workflows.StatusFailed {
 		t.Fatalf("task row %s after cancellation, want failed", got)
+	}
+}
+
+// loggingFailures are the ways a LogRun or LogTask attempt fails while the
+// workflow is cancelled: nothing written (the database is down), or the row
+// written and the reply lost.
+var loggingFailures = []struct {
+	name        string
+	lostReplies bool
+}{
+	{"database down", false},
+	{"reply lost after the write", true},
+}
+
+// A run cancelled while LogRun is still being retried closes its row as
+// failed, saying it was cancelled, and runs no task.
+func TestRunCancelledWhileLoggingClosesItsRow(t *testing.T) {
+	for _, tt := range loggingFailures {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPlatformFake()
+			f.logRunFailures, f.lostReplies = 12, tt.lostReplies
+			env := newRunEnv(t, f)
+			env.RegisterDelayedCallback(env.CancelWorkflow, 30*time.Second)
+			env.ExecuteWorkflow(workflows.RunActivityWorkflowType, eventRun(contracts.TaskSpec{TaskType: "noop", Count: 1}))
+			if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+				t.Fatalf("error %v, want cancelled", err)
+			}
+			runID := workflows.RunID(runWorkflowID)
+			if got := f.runStatus[runID]; got != workflows.StatusFailed {
+				t.Fatalf("run row %q after a cancellation during LogRun, want failed", got)
+			}
+			if got := f.runErrors[runID]; !strings.Contains(got, "cancelled") {
+				t.Fatalf("run row error %q, want it to say the run was cancelled", got)
+			}
+			if len(f.tasks) != 0 {
+				t.Fatalf("%d task rows, want none", len(f.tasks))
+			}
+		})
+	}
+}
+
+// A task cancelled while LogTask is still being retried closes its row as
+// failed and never runs its handler.
+func TestTaskCancelledWhileLoggingClosesItsRow(t *testing.T) {
+	for _, tt := range loggingFailures {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPlatformFake()
+			f.logTaskFailures, f.lostReplies = 12, tt.lostReplies
+			runID := workflows.RunID(runWorkflowID)
+			f.runs[runID] = workflows.RunRecord{RunID: runID, WorkflowID: runWorkflowID}
+			f.runStatus[runID] = workflows.StatusRunning
+			taskID := workflows.TaskWorkflowID(runID, "noop", 0)
+			env := newRunEnv(t, f)
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: taskID})
+			env.RegisterDelayedCallback(env.CancelWorkflow, 30*time.Second)
+			env.ExecuteWorkflow(workflows.TaskInstanceWorkflowType, workflows.TaskInput{RunID: runID, ActivityID: "a-1", TenantID: "t-1", TaskType: "noop"})
+			if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+				t.Fatalf("error %v, want cancelled", err)
+			}
+			if got := f.taskStatus[taskID]; got != workflows.StatusFailed {
+				t.Fatalf("task row %q after a cancellation during LogTask, want failed", got)
+			}
+			if got := f.taskErrors[taskID]; !strings.Contains(got, "cancelled") {
+				t.Fatalf("task row error %q, want it to say the task was cancelled", got)
+			}
+			if n := f.taskCalls[taskID]; n != 0 {
+				t.Fatalf("the handler ran %d times, want 0", n)
+			}
+		})
 	}
 }
 

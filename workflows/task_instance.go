@@ -34,7 +34,11 @@ func TaskInstanceWorkflow(ctx workflow.Context, in TaskInput) error {
 	storeCtx := withStoreOptions(ctx)
 	rec := TaskRecord{ID: id, RunID: in.RunID, TaskType: in.TaskType, Index: in.Index}
 	if err := workflow.ExecuteActivity(storeCtx, ActivityLogTask, rec).Get(ctx, nil); err != nil {
-		return fmt.Errorf("logging task %s: %w", id, err)
+		err = fmt.Errorf("logging task %s: %w", id, err)
+		if closesRowsOnCancel(ctx, versionTaskCancelledWhileLogging) {
+			err = errors.Join(err, closeCancelled(ctx, ActivityLogTask, rec, ActivityFinishTask, id, "task cancelled before its handler ran"))
+		}
+		return err
 	}
 	runCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: taskAttemptTimeout,

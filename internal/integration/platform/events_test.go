@@ -61,8 +61,10 @@ func countEvents(events []*historypb.HistoryEvent, typ enums.EventType) int {
 	return n
 }
 
-// recordIfAsked stores a workflow's history in workflows/testdata when
-// RECORD_HISTORIES is set (`make histories`), for the replay tests.
+// recordIfAsked stores a workflow's history in workflows/testdata as
+// platform-{name}.json when RECORD_HISTORIES is set (`make histories`), for
+// the replay tests. The name starts with the version of the workflow code
+// the history shows ("v1-run-event").
 func (h *harness) recordIfAsked(workflowID, name string) {
 	h.t.Helper()
 	if os.Getenv("RECORD_HISTORIES") == "" {
@@ -72,7 +74,7 @@ func (h *harness) recordIfAsked(workflowID, name string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", "..", "workflows", "testdata", "platform-v1-"+name+".json")
+	path := filepath.Join("..", "..", "..", "workflows", "testdata", "platform-"+name+".json")
 	if err := histories.WriteWithID(path, workflowID, runs[len(runs)-1].History); err != nil {
 		h.t.Fatal(err)
 	}
@@ -178,8 +180,8 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 			t.Fatalf("redelivery after the run closed: %+v, %v; want a duplicate", again, err)
 		}
 		if b.Name == "sqlite" {
-			h.recordIfAsked(workflowID, "run-event")
-			h.recordIfAsked(res.Tasks[3].WorkflowID, "task-fail-once")
+			h.recordIfAsked(workflowID, "v1-run-event")
+			h.recordIfAsked(res.Tasks[3].WorkflowID, "v1-task-fail-once")
 		}
 	})
 }
@@ -244,7 +246,7 @@ func TestExistingTaskChildIsTreatedAsStarted(t *testing.T) {
 	if len(tasks) != 2 {
 		t.Fatalf("%d task rows, want 2", len(tasks))
 	}
-	h.recordIfAsked(workflowID, "run-existing-child")
+	h.recordIfAsked(workflowID, "v1-run-existing-child")
 }
 
 // Temporal forgets a closed run after the namespace's retention period; a
@@ -291,5 +293,5 @@ func TestRedeliveryAfterRetentionRunsNoTaskTwice(t *testing.T) {
 	if n, err := later.store.CountTasks(ctx, workflows.RunID(workflowID)); err != nil || n != 2 {
 		t.Fatalf("%d task rows (%v), want 2", n, err)
 	}
-	later.recordIfAsked(workflowID, "run-already-finished")
+	later.recordIfAsked(workflowID, "v1-run-already-finished")
 }

@@ -1,0 +1,128 @@
+package platform_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// outage is a platform whose worker reaches PostgreSQL through a proxy the
+// test can cut, while the test and the service reach it directly.
+type outage struct {
+	*harness
+	proxy *dbtest.Proxy
+}
+
+func newOutage(t *testing.T) outage {
+	t.Helper()
+	direct := dbtest.Postgres(t)
+	u, err := url.Parse(direct.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := dbtest.NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	h := newHarness(t, nil, direct.URL)
+	worker := newHarness(t, h.c, u.String())
+	worker.clock = h.clock
+	worker.startWorker()
+	return outage{harness: h, proxy: px}
+}
+
+// cancelWhileRetrying waits until activity has failed at least twice in
+// workflowID (the database is cut), cancels the workflow, gives the database
+// back, and waits until the workflow has closed.
+func (o outage) cancelWhileRetrying(ctx context.Context, workflowID, activity string) {
+	o.t.Helper()
+	waitFor(o.t, activity+" to fail at least twice", 30*time.Second, func() (bool, error) {
+		d, err := o.c.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			return false, err
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == activity && a.GetAttempt() >= 3 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := o.c.CancelWorkflow(ctx, workflowID, ""); err != nil {
+		o.t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the cancellation reaches the workflow while the database is still cut
+	o.proxy.Restore()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := o.c.GetWorkflow(wctx, workflowID, "").Get(wctx, nil); !temporal.IsCanceledError(err) {
+		o.t.Fatalf("workflow %s ended with %v, want cancelled", workflowID, err)
+	}
+}
+
+// A manual run cancelled while its LogRun is retrying (the database cut)
+// closes its row as failed once the database is back; the row never stays
+// pending or running, holding an admission slot.
+func TestRunCancelledWhileLoggingEndsFailed(t *testing.T) {
+	o := newOutage(t)
+	ctx := background(t)
+	def := eventDefinition("report.requested", contracts.TaskSpec{TaskType: "noop", Count: 2})
+	o.define(def)
+	o.proxy.Cut()
+	started, err := o.svc.StartManualRun(ctx, def.ActivityID, "cancel-while-logging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.cancelWhileRetrying(ctx, started.WorkflowID, workflows.ActivityLogRun)
+	o.recordIfAsked(started.WorkflowID, "v2-run-cancelled-while-logging")
+
+	run, tasks, err := o.store.GetRun(ctx, started.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != store.StatusFailed || !strings.Contains(run.Error, "cancelled") || len(tasks) != 0 {
+		t.Fatalf("run row %s (%q) with %d task rows, want failed as cancelled and no tasks", run.Status, run.Error, len(tasks))
+	}
+}
+
+// A task cancelled while its LogTask is retrying closes its row as failed
+// once the database is back, and its handler never runs.
+func TestTaskCancelledWhileLoggingEndsFailed(t *testing.T) {
+	o := newOutage(t)
+	ctx := background(t)
+	runWorkflowID := workflows.EventRunWorkflowID("a-cancel", "evt-cancel")
+	runID := workflows.RunID(runWorkflowID)
+	if _, err := o.store.LogRun(ctx, store.Run{RunID: runID, WorkflowID: runWorkflowID, ActivityID: "a-cancel", TenantID: "t-1",
+		TriggerType: contracts.TriggerEvent, EventID: "evt-cancel", Status: store.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	taskID := workflows.TaskWorkflowID(runID, "noop", 0)
+	o.proxy.Cut()
+	if _, err := o.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.ActivitiesTaskQueue},
+		workflows.TaskInstanceWorkflowType, workflows.TaskInput{RunID: runID, ActivityID: "a-cancel", TenantID: "t-1", TaskType: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	o.cancelWhileRetrying(ctx, taskID, workflows.ActivityLogTask)
+	o.recordIfAsked(taskID, "v2-task-cancelled-while-logging")
+
+	task, err := o.store.GetTask(ctx, taskID)
+	if err != nil {
+		t.Fatalf("task row after the cancellation: %v", err)
+	}
+	if task.Status != store.StatusFailed || !strings.Contains(task.Error, "cancelled") {
+		t.Fatalf("task row %s (%q), want failed as cancelled", task.Status, task.Error)
+	}
+	for _, e := range o.history(taskID) {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == workflows.ActivityRunTask {
+			t.Fatal("the cancelled task scheduled its handler")
+		}
+	}
+}
