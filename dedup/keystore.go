@@ -27,7 +27,8 @@ type KeyStore interface {
 	//     becomes the owner (Claimed, with a new Owner token; lockTTL bounds
 	//     how long it may hold the key without finishing);
 	//   - in progress with the same fingerprint: InProgress, with RetryAfter
-	//     the remaining lock time;
+	//     the remaining lock time and Age the time since the holder claimed
+	//     the key (so Age + RetryAfter is the holder's lockTTL);
 	//   - completed or failed_final with the same fingerprint: Replay, with the
 	//     stored Response;
 	//   - any other state with a different fingerprint: Mismatch.
@@ -83,6 +84,9 @@ type Claim struct {
 	Response *Response
 	// RetryAfter is how long the current holder's lock still runs (InProgress).
 	RetryAfter time.Duration
+	// Age is how long the current holder has held the key (InProgress):
+	// how long its request has been running so far.
+	Age time.Duration
 }
 
 // Response is what is replayed for a finished request: its status, the

@@ -46,7 +46,9 @@ type memoryEntry struct {
 	fingerprint string
 	state       string
 	owner       string
-	response    Response
+	// claimed is when the current owner claimed the key.
+	claimed  time.Time
+	response Response
 	// expires is when the entry stops counting: the end of the lock while in
 	// progress, the end of retention once finished.
 	expires time.Time
@@ -80,6 +82,7 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL 
 			fingerprint: fingerprint,
 			state:       StateInProgress,
 			owner:       NewOwnerToken(),
+			claimed:     now,
 			expires:     now.Add(lockTTL),
 		}
 		s.entries[key] = e
@@ -88,7 +91,7 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL 
 	case e.fingerprint != fingerprint:
 		return Claim{Outcome: Mismatch}, nil
 	case e.state == StateInProgress:
-		return Claim{Outcome: InProgress, RetryAfter: e.expires.Sub(now)}, nil
+		return Claim{Outcome: InProgress, RetryAfter: e.expires.Sub(now), Age: now.Sub(e.claimed)}, nil
 	default:
 		resp := cloneResponse(e.response)
 		return Claim{Outcome: Replay, Response: &resp}, nil

@@ -30,6 +30,9 @@ const (
 	// pastShort is how long expiry cases wait: ShortTTL and a margin for
 	// clocks of millisecond resolution.
 	pastShort = ShortTTL + 100*time.Millisecond
+	// clockResolution is how far apart two readings of a store's
+	// millisecond clock may be from the durations they measure.
+	clockResolution = 2 * time.Millisecond
 )
 
 // Opener gives a case an empty store of the implementation under test and
@@ -185,6 +188,21 @@ var cases = []testCase{
 			assert.LessOrEqual(t, c.RetryAfter, LongTTL, "RetryAfter")
 			assert.Nil(t, c.Response)
 		}
+	}},
+	{"in progress reports the claim's age", func(t *testing.T, f *fixture) {
+		f.claimed(t, "k", "fp", LongTTL)
+		young := f.outcome(t, "k", "fp", dedup.InProgress)
+		f.clock.Advance(ShortTTL)
+		old := f.outcome(t, "k", "fp", dedup.InProgress)
+		assert.GreaterOrEqual(t, young.Age, time.Duration(0), "Age right after the claim")
+		assert.GreaterOrEqual(t, old.Age-young.Age, ShortTTL-clockResolution, "Age grows with the claim")
+		for _, c := range []dedup.Claim{young, old} {
+			assert.InDelta(t, LongTTL, c.Age+c.RetryAfter, float64(clockResolution), "Age and RetryAfter add up to the lock TTL")
+		}
+		owner := f.claimed(t, "fresh", "fp", LongTTL)
+		require.NoError(t, f.ks.Release(context.Background(), "fresh", owner))
+		f.claimed(t, "fresh", "fp", LongTTL)
+		assert.Less(t, f.outcome(t, "fresh", "fp", dedup.InProgress).Age, old.Age, "a new claim starts a new age")
 	}},
 	{"different fingerprint", func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {

@@ -9,6 +9,7 @@ import "github.com/redis/go-redis/v9"
 //	fingerprint  the claiming request's fingerprint
 //	owner        the claim's owner token
 //	lock_until   while in progress: the lock's end, server time in Unix ms
+//	claimed_at   when the owner claimed the key, server time in Unix ms
 //	status       once finished: the response status
 //	header       once finished: the response header as JSON
 //	body         once finished: the response body, raw bytes
@@ -21,18 +22,19 @@ import "github.com/redis/go-redis/v9"
 
 // claimScript: KEYS[1] the key; ARGV[1] fingerprint, ARGV[2] the new owner
 // token, ARGV[3] lockTTL in ms. Returns {"claimed"}, {"mismatch"},
-// {"in_progress", remaining ms} or {"replay", status, header, body}.
+// {"in_progress", remaining ms, age ms} or {"replay", status, header, body}.
+// A claim without claimed_at (written before the field existed) has age 0.
 var claimScript = redis.NewScript(`
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', key, 'state', 'fingerprint', 'lock_until', 'status', 'header', 'body')
+local h = redis.call('HMGET', key, 'state', 'fingerprint', 'lock_until', 'status', 'header', 'body', 'claimed_at')
 local state, fp, lock_until = h[1], h[2], tonumber(h[3])
 local expired = state == 'in_progress' and (lock_until == nil or lock_until <= now)
 if not state or expired then
 	redis.call('DEL', key)
 	redis.call('HSET', key, 'state', 'in_progress', 'fingerprint', ARGV[1], 'owner', ARGV[2],
-		'lock_until', now + tonumber(ARGV[3]))
+		'lock_until', now + tonumber(ARGV[3]), 'claimed_at', now)
 	redis.call('PEXPIRE', key, ARGV[3])
 	return {'claimed'}
 end
@@ -40,7 +42,7 @@ if fp ~= ARGV[1] then
 	return {'mismatch'}
 end
 if state == 'in_progress' then
-	return {'in_progress', lock_until - now}
+	return {'in_progress', lock_until - now, now - (tonumber(h[7]) or now)}
 end
 return {'replay', tonumber(h[4]), h[5], h[6]}
 `)

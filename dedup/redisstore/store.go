@@ -91,14 +91,19 @@ func parseClaim(res []any, owner string) (dedup.Claim, error) {
 	case "mismatch":
 		return dedup.Claim{Outcome: dedup.Mismatch}, nil
 	case "in_progress":
-		if len(res) != 2 {
+		if len(res) != 3 {
 			return dedup.Claim{}, fmt.Errorf("in_progress reply of %d elements", len(res))
 		}
-		ms, ok := res[1].(int64)
+		remaining, ok := res[1].(int64)
 		if !ok {
 			return dedup.Claim{}, fmt.Errorf("in_progress reply: remaining lock %T", res[1])
 		}
-		return dedup.Claim{Outcome: dedup.InProgress, RetryAfter: time.Duration(ms) * time.Millisecond}, nil
+		age, ok := res[2].(int64)
+		if !ok {
+			return dedup.Claim{}, fmt.Errorf("in_progress reply: age %T", res[2])
+		}
+		return dedup.Claim{Outcome: dedup.InProgress, RetryAfter: time.Duration(remaining) * time.Millisecond,
+			Age: time.Duration(age) * time.Millisecond}, nil
 	case "replay":
 		resp, err := parseResponse(res[1:])
 		if err != nil {

@@ -31,7 +31,7 @@ WHERE idempotency_keys.expires_at <= $5
 RETURNING owner`
 
 // readSQL reads the key's row for a claim that did not take it.
-const readSQL = `SELECT fingerprint, state, status, header, body, expires_at
+const readSQL = `SELECT fingerprint, state, status, header, body, expires_at, created_at
 FROM idempotency_keys WHERE key = $1`
 
 // completeSQL stores the owner's response while its lock holds.

@@ -85,8 +85,9 @@ func (s *Store) classify(ctx context.Context, key, fingerprint string, now int64
 		header    sql.NullString
 		body      []byte
 		expiresAt int64
+		createdAt int64 // when the current claim took the key
 	)
-	err = s.db.QueryRowContext(ctx, readSQL, key).Scan(&fp, &state, &status, &header, &body, &expiresAt)
+	err = s.db.QueryRowContext(ctx, readSQL, key).Scan(&fp, &state, &status, &header, &body, &expiresAt, &createdAt)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return dedup.Claim{}, false, nil
@@ -99,7 +100,8 @@ func (s *Store) classify(ctx context.Context, key, fingerprint string, now int64
 	case fp != fingerprint:
 		return dedup.Claim{Outcome: dedup.Mismatch}, true, nil
 	case state == dedup.StateInProgress:
-		return dedup.Claim{Outcome: dedup.InProgress, RetryAfter: time.Duration(expiresAt-now) * time.Millisecond}, true, nil
+		return dedup.Claim{Outcome: dedup.InProgress, RetryAfter: time.Duration(expiresAt-now) * time.Millisecond,
+			Age: time.Duration(now-createdAt) * time.Millisecond}, true, nil
 	}
 	resp := dedup.Response{Status: int(status.Int64), Body: body}
 	if header.Valid {

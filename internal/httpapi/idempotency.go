@@ -68,8 +68,10 @@ const (
 //   - the store fails: 503 with Retry-After: 1
 //     (ProblemIdempotencyStoreUnavailable). The layer fails closed: a command
 //     never runs without its key held;
-//   - the key's first request is still running: 409 with Retry-After, the
-//     seconds left on its lock rounded up (ProblemIdempotencyKeyInProgress);
+//   - the key's first request is still running: 409 with Retry-After, about
+//     as long as it has been running so far (it is likely to need as long
+//     again): its age in seconds rounded up, at least 1 and no more than
+//     what is left of its lock (ProblemIdempotencyKeyInProgress);
 //   - the key was used for a different request (another method, path or
 //     body): 422 (ProblemIdempotencyKeyReused);
 //   - the key's request has finished: its stored status, Content-Type,
@@ -185,7 +187,7 @@ func (m *Idempotency) serve(op string, h http.Handler, w http.ResponseWriter, r 
 		m.run(op, scoped, claim.Owner, body, h, w, r, log)
 	case claim.Outcome == dedup.InProgress:
 		m.Metrics.conflicted(op)
-		w.Header().Set("Retry-After", strconv.FormatInt(idemRetryAfterSeconds(claim.RetryAfter), 10))
+		w.Header().Set("Retry-After", strconv.FormatInt(idemRetryAfterSeconds(min(claim.Age, claim.RetryAfter)), 10))
 		WriteProblem(w, Problem{Type: ProblemIdempotencyKeyInProgress, Title: "Request in progress", Status: http.StatusConflict,
 			Detail: "a request with this Idempotency-Key is still being processed; retry after Retry-After seconds"})
 	case claim.Outcome == dedup.Mismatch:
