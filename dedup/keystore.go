@@ -42,6 +42,9 @@ type KeyStore interface {
 	// retrying, so the next Claim of the key wins. ErrNotOwner when owner no
 	// longer holds the key.
 	Release(ctx context.Context, key, owner string) error
+	// Ping checks cheaply that the store can be reached, for health checks:
+	// while it cannot, every command is refused.
+	Ping(ctx context.Context) error
 }
 
 // ClaimOutcome says what Claim found.

@@ -127,6 +127,9 @@ func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
 	return nil
 }
 
+// Ping implements KeyStore: memory is always reachable.
+func (s *MemoryStore) Ping(context.Context) error { return nil }
+
 // Len reports how many keys the store holds, expired ones not yet dropped
 // included, for metrics.
 func (s *MemoryStore) Len() int {

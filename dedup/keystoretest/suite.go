@@ -175,6 +175,9 @@ type testCase struct {
 
 // cases is the conformance suite.
 var cases = []testCase{
+	{"ping", func(t *testing.T, f *fixture) {
+		require.NoError(t, f.ks.Ping(context.Background()), "Ping of a working store")
+	}},
 	{"first claim wins", func(t *testing.T, f *fixture) {
 		a := f.claimed(t, "t1:points:a", "fp-a", LongTTL)
 		b := f.claimed(t, "t1:points:b", "fp-a", LongTTL)

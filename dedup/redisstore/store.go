@@ -73,6 +73,14 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
+// Ping implements dedup.KeyStore with Redis's PING.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("ping redis: %w", err)
+	}
+	return nil
+}
+
 // ttlMillis is d in whole milliseconds for PEXPIRE, at least 1: Redis
 // rejects a zero or negative expiry.
 func ttlMillis(d time.Duration) int64 {

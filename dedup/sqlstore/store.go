@@ -140,6 +140,14 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 	return ownedRow(res, "release")
 }
 
+// Ping implements dedup.KeyStore with the database's ping.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping idempotency key database: %w", err)
+	}
+	return nil
+}
+
 // ownedRow turns a guarded statement's result into ErrNotOwner when it
 // touched no row.
 func ownedRow(res sql.Result, op string) error {

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/platform"
@@ -97,9 +99,11 @@ func checkTenantVisible(r *http.Request, tenantID string) error {
 	return nil
 }
 
-// startRun is POST /v1/activities/{activity_id}/runs: 202 with the run's IDs;
-// the Idempotency-Key is the run's key (activity-{id}:manual:{key}); 429 while
-// the activity has max_concurrent_runs runs in flight (the key is released).
+// startRun is POST /v1/activities/{activity_id}/runs: 202 with the run's IDs
+// for a run accepted or under way; 200 with its final status for a key whose
+// run has already ended (nothing is started again); the Idempotency-Key is
+// the run's key (activity-{id}:manual:{key}); 429 while the activity has
+// max_concurrent_runs runs in flight (the key is released).
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	activityID := r.PathValue("activity_id")
 	def, err := s.Platform.Definition(r.Context(), activityID)
@@ -113,6 +117,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Platform.StartManualRun(r.Context(), activityID, r.Header.Get(KeyHeader))
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if res.Status != "" {
+		writeJSON(w, http.StatusOK, map[string]any{"run_id": res.RunID, "workflow_id": res.WorkflowID, "duplicate": res.Duplicate, "status": res.Status})
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"run_id": res.RunID, "workflow_id": res.WorkflowID, "duplicate": res.Duplicate})
@@ -131,16 +139,35 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, view)
 }
 
-// health is GET /healthz: 200 when the database and Temporal answer, 503
-// otherwise, with each check's result.
+// health is GET /healthz: 200 with each check's result when the database,
+// Temporal and the idempotency key store answer; otherwise 503 problem+json
+// naming each dependency that does not (with the key store down, every
+// command is refused).
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	checks := map[string]string{"database": "ok", "temporal": "ok"}
-	status := http.StatusOK
-	if err := s.Platform.Store.Ping(r.Context()); err != nil {
-		checks["database"], status = err.Error(), http.StatusServiceUnavailable
+	checks := []struct {
+		name string
+		ping func(context.Context) error
+	}{
+		{"database", s.Platform.Store.Ping},
+		{"temporal", func(ctx context.Context) error {
+			_, err := s.Platform.Temporal.CheckHealth(ctx, nil)
+			return err
+		}},
+		{"idempotency_store", s.Idempotency.Store.Ping},
 	}
-	if _, err := s.Platform.Temporal.CheckHealth(r.Context(), nil); err != nil {
-		checks["temporal"], status = err.Error(), http.StatusServiceUnavailable
+	ok := make(map[string]string, len(checks))
+	var failed []string
+	for _, c := range checks {
+		if err := c.ping(r.Context()); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", c.name, err))
+			continue
+		}
+		ok[c.name] = "ok"
 	}
-	writeJSON(w, status, map[string]any{"status": http.StatusText(status), "checks": checks})
+	if len(failed) > 0 {
+		WriteProblem(w, Problem{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "unhealthy: " + strings.Join(failed, "; ")})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": http.StatusText(http.StatusOK), "checks": ok})
 }
