@@ -5,6 +5,7 @@
 //	starter points   -customer c-1 -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
 //	starter status   -customer c-1
 //	starter unenroll -customer c-1
+//	starter enroll   -customer c-1
 //	starter define   -f definition.json        (or - for stdin)
 //	starter event    -f envelope.json          (or - for stdin)
 //	starter run      -activity ID [-key K]
@@ -43,7 +44,8 @@ commands:
   serve      run the HTTP API (HTTP_ADDR, default 127.0.0.1:8080)
   points     apply a point event to a customer (creates the customer on first use)
   status     print a customer's status
-  unenroll   end a customer's rewards entity
+  unenroll   end a customer's rewards entity (final until enroll)
+  enroll     enrol a customer, or re-enrol one who unenrolled
   define     create or replace an activity definition (and its Schedule when cron-triggered)
   event      deliver an event envelope: start the runs of every subscribed activity
   run        start a run of an activity by hand
@@ -79,6 +81,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return statusCommand(ctx, fs, g, args, out)
 	case "unenroll":
 		return unenrollCommand(ctx, fs, g, args, out)
+	case "enroll":
+		return enrollCommand(ctx, fs, g, args, out)
 	case "serve":
 		return serveCommand(ctx, fs, g, args, out)
 	case "define":
@@ -231,13 +235,33 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err != nil {
 		return err
 	}
+	return print(out, *g.asJSON, st, statusText(st))
+}
+
+// enrollCommand enrols a customer: the explicit re-enrolment after an
+// unenrolment (the entity starts again with no points), nothing for a
+// customer who is enrolled.
+func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
+	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, err := rc.Enroll(ctx, customer)
+	if err != nil {
+		return err
+	}
+	return print(out, *g.asJSON, st, statusText(st))
+}
+
+// statusText is a customer's status in one line.
+func statusText(st workflows.Status) string {
 	enrolled := "enrolled"
 	if !st.Enrolled {
 		enrolled = "unenrolled"
 	}
-	text := fmt.Sprintf("%s: %d points (lifetime %d), tier %s, %s; %d events, %d dedup keys held, run %d",
+	return fmt.Sprintf("%s: %d points (lifetime %d), tier %s, %s; %d events, %d dedup keys held, run %d",
 		st.CustomerID, st.Points, st.LifetimePoints, st.Tier, enrolled, st.EventCount, st.DedupKeys, st.Run)
-	return print(out, *g.asJSON, st, text)
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {

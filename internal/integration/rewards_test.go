@@ -291,8 +291,8 @@ func recordIfAsked(t *testing.T, c client.Client, customer string) {
 		t.Fatal(err)
 	}
 	for i, r := range runs {
-		path := filepath.Join("..", "..", "workflows", "testdata", fmt.Sprintf("rewards-v1-%s-run%d.json", customer, i+1))
-		if err := histories.Write(path, r.History); err != nil {
+		path := filepath.Join("..", "..", "workflows", "testdata", fmt.Sprintf("rewards-v2-%s-run%d.json", customer, i+1))
+		if err := histories.WriteWithID(path, workflows.RewardsWorkflowID(customer), r.History); err != nil {
 			t.Fatal(err)
 		}
 	}
