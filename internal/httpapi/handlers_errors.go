@@ -32,15 +32,20 @@ const (
 	detailDedupKeyInHeader   = "dedup_key must not be in the body: the Idempotency-Key header is the key"
 )
 
-// invalid answers 400 with what is wrong; a contracts.ValidationError lists
-// each field and reason.
+// invalid answers 400 with what is wrong (invalidProblem).
 func invalid(w http.ResponseWriter, err error) {
+	WriteProblem(w, invalidProblem(err))
+}
+
+// invalidProblem is the 400 of an invalid request; a contracts.ValidationError
+// lists each field and reason.
+func invalidProblem(err error) Problem {
 	p := Problem{Type: problemInvalidRequest, Title: titleInvalidRequest, Status: http.StatusBadRequest, Detail: err.Error()}
 	var verr *contracts.ValidationError
 	if errors.As(err, &verr) {
 		p.Errors = verr.Problems
 	}
-	WriteProblem(w, p)
+	return p
 }
 
 // fail answers for an error from a backend: the entity's refusals are final

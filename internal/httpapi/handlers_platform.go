@@ -26,6 +26,7 @@ func checkTenant(r *http.Request, tenantID string) error {
 // deliverEvent is POST /v1/events: 202 with one entry per subscribed
 // activity, duplicates marked; an event no activity subscribes to is accepted
 // with no runs. An envelope without event_id gets one derived from its content.
+// Its Idempotency-Key is optional (eventKey).
 func (s *Server) deliverEvent(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -47,6 +48,19 @@ func (s *Server) deliverEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, routed)
+}
+
+// eventKey is the idempotency key of an event delivered without an
+// Idempotency-Key header: its event_id, given or derived from its content
+// (contracts.DeriveEventID), so that a redelivery of the event has the key
+// of the first delivery.
+func eventKey(body []byte) (string, error) {
+	env, err := contracts.ParseEventEnvelope(body)
+	if err != nil {
+		return "", err
+	}
+	env.EnsureEventID()
+	return env.EventID, nil
 }
 
 // putDefinition is PUT /v1/activities/{activity_id}: stores the definition

@@ -51,7 +51,10 @@ const (
 //
 // A request is first checked, and refused before anything is stored:
 //
-//   - no Idempotency-Key, or an empty one: 400 (ProblemIdempotencyKeyMissing);
+//   - no Idempotency-Key, or an empty one: 400 (ProblemIdempotencyKeyMissing),
+//     unless the command was wrapped with a KeyFunc (WrapOptionalKey), which
+//     derives the key from the body; a body it derives none from: 400 with
+//     its error, as the command would answer;
 //   - a key longer than 255 bytes, with a byte outside printable ASCII
 //     (0x21-0x7E, so no spaces), or the header sent twice: 400
 //     (ProblemIdempotencyKeyInvalid);
@@ -136,22 +139,38 @@ func ScopedKey(ctx context.Context) (key string, ok bool) {
 	return key, ok
 }
 
+// KeyFunc derives the key of a request sent without an Idempotency-Key
+// header from its body, for a command whose body names itself (an event
+// envelope's event_id). An error says why the body is invalid (answered 400
+// as the command itself would, a *contracts.ValidationError listing fields).
+type KeyFunc func(body []byte) (string, error)
+
 // Wrap returns h guarded by the Idempotency-Key rules under operation, a
 // short stable name of the command (such as "points"). It panics when m has
 // no Store, a wiring mistake better found at start-up than per request.
 func (m *Idempotency) Wrap(operation string, h http.Handler) http.Handler {
+	return m.WrapOptionalKey(operation, nil, h)
+}
+
+// WrapOptionalKey is Wrap for a command on which the Idempotency-Key header
+// is optional: a request without one (or with an empty one) is keyed by
+// key(body) instead, under the same scope (tenant and operation) as a header
+// key. A nil key makes the header required, as Wrap does.
+func (m *Idempotency) WrapOptionalKey(operation string, key KeyFunc, h http.Handler) http.Handler {
 	if m == nil || m.Store == nil {
 		panic("httpapi: Idempotency.Wrap(" + strconv.Quote(operation) + ") without a Store")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(operation, h, w, r)
+		m.serve(operation, key, h, w, r)
 	})
 }
 
-// serve applies the rules to one request.
-func (m *Idempotency) serve(op string, h http.Handler, w http.ResponseWriter, r *http.Request) {
+// serve applies the rules to one request; derive, if not nil, keys a request
+// that has no Idempotency-Key.
+func (m *Idempotency) serve(op string, derive KeyFunc, h http.Handler, w http.ResponseWriter, r *http.Request) {
 	key, p, ok := idemKey(r)
-	if !ok {
+	deriveKey := !ok && derive != nil && idemKeyMissing(r)
+	if !ok && !deriveKey {
 		WriteProblem(w, p)
 		return
 	}
@@ -164,6 +183,12 @@ func (m *Idempotency) serve(op string, h http.Handler, w http.ResponseWriter, r 
 	if !ok {
 		WriteProblem(w, p)
 		return
+	}
+	if deriveKey {
+		if key, err = derive(body); err != nil {
+			WriteProblem(w, invalidProblem(err))
+			return
+		}
 	}
 	fp, err := dedup.RequestFingerprint(r.Method, r.URL.Path, tenant, body)
 	if err != nil {
@@ -329,6 +354,13 @@ func (m *Idempotency) logger() *slog.Logger {
 	return m.Logger
 }
 
+// idemKeyMissing tells a request without an Idempotency-Key, or with an
+// empty one.
+func idemKeyMissing(r *http.Request) bool {
+	values := r.Header.Values(KeyHeader)
+	return len(values) == 0 || len(values) == 1 && values[0] == ""
+}
+
 // idemKey returns the request's Idempotency-Key, or the problem with it.
 func idemKey(r *http.Request) (string, Problem, bool) {
 	values := r.Header.Values(KeyHeader)
@@ -336,7 +368,7 @@ func idemKey(r *http.Request) (string, Problem, bool) {
 		return "", Problem{Type: ProblemIdempotencyKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest, Detail: detail}, false
 	}
 	switch {
-	case len(values) == 0 || len(values) == 1 && values[0] == "":
+	case idemKeyMissing(r):
 		return "", Problem{Type: ProblemIdempotencyKeyMissing, Title: "Idempotency-Key missing", Status: http.StatusBadRequest,
 			Detail: "this request changes state and needs an Idempotency-Key header"}, false
 	case len(values) > 1:

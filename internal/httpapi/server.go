@@ -39,22 +39,21 @@ type Server struct {
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern, operation string, h http.HandlerFunc) {
-		var handler http.Handler = h
-		if operation != "" {
-			handler = s.Idempotency.Wrap(operation, handler)
-		}
-		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(handler)))
+	route := func(pattern string, h http.Handler) {
+		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
 	}
-	handle("POST /v1/customers/{id}/points", "points", s.applyPoints)
-	handle("POST /v1/customers/{id}/unenroll", "unenroll", s.unenroll)
-	handle("GET /v1/customers/{id}", "", s.customerStatus)
-	handle("POST /v1/events", "events", s.deliverEvent)
-	handle("PUT /v1/activities/{activity_id}", "define", s.putDefinition)
-	handle("GET /v1/activities/{activity_id}", "", s.getDefinition)
-	handle("POST /v1/activities/{activity_id}/runs", "runs", s.startRun)
-	handle("GET /v1/runs/{run_id}", "", s.getRun)
-	handle("GET /healthz", "", s.health)
+	command := func(pattern, operation string, key KeyFunc, h http.HandlerFunc) {
+		route(pattern, s.Idempotency.WrapOptionalKey(operation, key, h))
+	}
+	command("POST /v1/customers/{id}/points", "points", nil, s.applyPoints)
+	command("POST /v1/customers/{id}/unenroll", "unenroll", nil, s.unenroll)
+	route("GET /v1/customers/{id}", http.HandlerFunc(s.customerStatus))
+	command("POST /v1/events", "events", eventKey, s.deliverEvent)
+	command("PUT /v1/activities/{activity_id}", "define", nil, s.putDefinition)
+	route("GET /v1/activities/{activity_id}", http.HandlerFunc(s.getDefinition))
+	command("POST /v1/activities/{activity_id}/runs", "runs", nil, s.startRun)
+	route("GET /v1/runs/{run_id}", http.HandlerFunc(s.getRun))
+	route("GET /healthz", http.HandlerFunc(s.health))
 	if s.MetricsHandler != nil {
 		mux.Handle("GET /metrics", s.MetricsHandler)
 	}
