@@ -3,7 +3,8 @@
 // the worker can serve them on METRICS_ADDR next to its own. The SDK tags its
 // metrics with varying sets of tags; Prometheus wants one fixed set of label
 // names per metric, so every metric carries the SDK's known tag names, empty
-// where a tag is not set, and tags outside that list are dropped.
+// where a tag is not set, and tags outside that list are dropped; gauges of
+// process-wide state (the sticky cache size) carry none.
 package sdkmetrics
 
 import (
@@ -72,12 +73,25 @@ func (h *handler) Counter(name string) client.MetricsCounter {
 	return counterFunc(func(d int64) { c.Add(float64(d)) })
 }
 
-// Gauge returns the gauge name with h's tags.
+// processGauges are the SDK gauges of state that is one per process: the
+// SDK reports them under each worker's and workflow type's tags with the
+// same value, so they are exported once, without labels, and sum() over
+// them does not multiply them.
+var processGauges = map[string]bool{
+	"temporal_sticky_cache_size": true, // the workflow cache all workers share
+}
+
+// Gauge returns the gauge name with h's tags, or without labels for a
+// process-wide gauge.
 func (h *handler) Gauge(name string) client.MetricsGauge {
+	labels, values := Labels, h.labels()
+	if processGauges[name] {
+		labels, values = nil, nil
+	}
 	vec := getOrCreate(h.m, name, func(n string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n, Help: "Temporal SDK gauge " + n + "."}, Labels)
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n, Help: "Temporal SDK gauge " + n + "."}, labels)
 	})
-	return gaugeFunc(vec.WithLabelValues(h.labels()...).Set)
+	return gaugeFunc(vec.WithLabelValues(values...).Set)
 }
 
 // Timer returns the timer name with h's tags, a histogram in seconds.

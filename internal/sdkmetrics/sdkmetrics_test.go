@@ -43,3 +43,26 @@ temporal_request{activity_type="",cause="",client_name="",failure_reason="",name
 		}
 	}
 }
+
+// The sticky cache is one per process, shared by every worker, and the SDK
+// reports its size under each workflow type's tags: it is exported once,
+// without labels, so that sum() does not multiply it.
+func TestStickyCacheSizeIsExportedOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := sdkmetrics.NewHandler(reg).WithTags(map[string]string{"namespace": "default"})
+	for _, tags := range []map[string]string{
+		{"task_queue": "rewards", "workflow_type": "RewardsWorkflow"},
+		{"task_queue": "activities", "workflow_type": "RunActivityWorkflow"},
+		{"task_queue": "activities", "workflow_type": "TaskInstanceWorkflow"},
+	} {
+		h.WithTags(tags).Gauge("temporal_sticky_cache_size").Update(3)
+	}
+	want := `
+# HELP temporal_sticky_cache_size Temporal SDK gauge temporal_sticky_cache_size.
+# TYPE temporal_sticky_cache_size gauge
+temporal_sticky_cache_size 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "temporal_sticky_cache_size"); err != nil {
+		t.Fatal(err)
+	}
+}
