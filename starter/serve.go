@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
@@ -127,13 +128,14 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 }
 
 // openKeyStore opens the idempotency key store spec names: "memory", a
-// redis:// URL, or "sql" for the project's database (with a reaper of
-// expired keys running until ctx ends).
+// redis:// URL (go-redis then logs through logger), or "sql" for the
+// project's database (with a reaper of expired keys running until ctx ends).
 func openKeyStore(ctx context.Context, spec string, st *store.Store, logger *slog.Logger) (dedup.KeyStore, func(), error) {
 	switch {
 	case spec == "" || spec == "memory":
 		return dedup.NewMemoryStore(0), func() {}, nil
 	case strings.HasPrefix(spec, "redis://") || strings.HasPrefix(spec, "rediss://"):
+		redis.SetLogger(redisstore.Logger{Slog: logger})
 		rc, err := redisstore.Open(ctx, spec)
 		if err != nil {
 			return nil, nil, err
