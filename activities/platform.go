@@ -188,11 +188,22 @@ func (p *Platform) PlanFire(ctx context.Context, in workflows.PlanFireInput) (wo
 // workflow under REJECT_DUPLICATE; a run already started under the same ID is
 // reported as a duplicate, not an error. Writing the row first means the next
 // fire of a schedule, planned after this one, sees this run's window even
-// before the run's own workflow got to log it.
+// before the run's own workflow got to log it. A run whose row is already
+// final has ended (a fire retried after its run's workflow was forgotten):
+// nothing is started, and the result is a duplicate with the final status.
 func (p *Platform) StartRun(ctx context.Context, in workflows.StartRunInput) (workflows.StartRunResult, error) {
 	rec := in.Run.Record(in.WorkflowID)
+	res := workflows.StartRunResult{WorkflowID: in.WorkflowID, RunID: rec.RunID}
 	if err := p.insertRun(ctx, rec, p.now()); err != nil {
-		return workflows.StartRunResult{WorkflowID: in.WorkflowID, RunID: rec.RunID}, err
+		return res, err
+	}
+	row, _, err := p.Store.GetRun(ctx, rec.RunID)
+	if err != nil {
+		return res, err
+	}
+	if row.Status == store.StatusSucceeded || row.Status == store.StatusFailed {
+		res.Duplicate, res.Status = true, row.Status
+		return res, nil
 	}
 	return router.StartRun(ctx, p.Temporal, in.WorkflowID, in.Run)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -130,5 +131,66 @@ func TestPlanFireWidensCompressedWindow(t *testing.T) {
 	}
 	if !plan.Run || !plan.WindowStart.Equal(t0) || !plan.WindowEnd.Equal(fire) {
 		t.Fatalf("plan %+v, want a run over [%v, %v]", plan, t0, fire)
+	}
+}
+
+// startCounter is a Temporal client that counts workflow starts and refuses them.
+type startCounter struct {
+	client.Client
+	starts int
+}
+
+func (c *startCounter) ExecuteWorkflow(context.Context, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	c.starts++
+	return nil, errors.New("no server in this test")
+}
+
+// A fire whose run has already ended (a fire retried after the run's
+// workflow was forgotten) starts nothing and reports the run's final status:
+// its workflow would find the final row and run nothing.
+func TestStartRunOfAnEndedRunStartsNothing(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     string // the row's status before StartRun; "" for no row
+		wantStarts int
+		wantStatus string
+	}{
+		{"new run", "", 1, ""},
+		{"pending row", store.StatusPending, 1, ""},
+		{"succeeded run", store.StatusSucceeded, 0, store.StatusSucceeded},
+		{"failed run", store.StatusFailed, 0, store.StatusFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openStore(t)
+			ctx := context.Background()
+			fire := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+			in := workflows.StartRunInput{
+				WorkflowID: workflows.CronRunWorkflowID("a", fire),
+				Run: workflows.RunInput{ActivityID: "a", TenantID: "t", TriggerType: contracts.TriggerCron, ScheduledFor: &fire,
+					Tasks: []contracts.TaskSpec{{TaskType: "noop", Count: 1}}},
+			}
+			runID := workflows.RunID(in.WorkflowID)
+			if tt.status != "" {
+				if _, err := st.LogRun(ctx, store.Run{RunID: runID, WorkflowID: in.WorkflowID, ActivityID: "a", Status: tt.status}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &startCounter{}
+			p := &activities.Platform{Store: st, Temporal: c}
+			res, err := p.StartRun(ctx, in)
+			if c.starts != tt.wantStarts {
+				t.Fatalf("%d workflow starts, want %d", c.starts, tt.wantStarts)
+			}
+			if tt.wantStarts > 0 {
+				if err == nil {
+					t.Fatal("a start refused by the server reported no error")
+				}
+				return
+			}
+			if err != nil || res.Status != tt.wantStatus || !res.Duplicate || res.RunID != runID {
+				t.Fatalf("StartRun = %+v, %v; want a duplicate with status %s", res, err, tt.wantStatus)
+			}
+		})
 	}
 }

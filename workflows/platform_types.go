@@ -216,6 +216,10 @@ type StartRunResult struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	Duplicate  bool   `json:"duplicate"`
+	// Status is the run's final status (succeeded or failed) when the run had
+	// already ended and nothing was started; empty when the run was started
+	// or is under way.
+	Status string `json:"status,omitempty"`
 }
 
 // ActivityTaskOutcome reads the final status of a task row, failing (and so

@@ -12,11 +12,21 @@ type Admission struct {
 	// Admitted: the run's pending row was written; start its workflow.
 	Admitted bool
 	// Existed: a row for this run was there already (the same request came
-	// before); start its workflow again, which is idempotent.
+	// before). While it is open, start its workflow again, which is
+	// idempotent; once it is final (Ended), the run is over and must not be
+	// started again: its workflow would find the final row and run nothing.
 	Existed bool
+	// Status is the existing row's status (Existed only).
+	Status string
 	// InFlight is the number of the activity's pending or running runs the
 	// decision saw (the new row not included).
 	InFlight int
+}
+
+// Ended tells whether the run's row existed and is final (succeeded or
+// failed): the run is over, and nothing is to be started for it.
+func (a Admission) Ended() bool {
+	return a.Existed && (a.Status == StatusSucceeded || a.Status == StatusFailed)
 }
 
 // AdmitRun writes r's pending row only if the activity has fewer than limit
@@ -44,13 +54,13 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 		}
 	}
 	var a Admission
-	var existing string
-	err = tx.QueryRowContext(ctx, `SELECT workflow_id FROM activity_runs WHERE run_id = $1`, r.RunID).Scan(&existing)
+	var existing, status string
+	err = tx.QueryRowContext(ctx, `SELECT workflow_id, status FROM activity_runs WHERE run_id = $1`, r.RunID).Scan(&existing, &status)
 	switch {
 	case err == nil && existing != r.WorkflowID:
 		return Admission{}, fmt.Errorf("admit run %s: %w", r.RunID, ErrConflict)
 	case err == nil:
-		a.Existed = true
+		a.Existed, a.Status = true, status
 		return a, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return Admission{}, fmt.Errorf("admit run %s: %w", r.RunID, err)
@@ -76,8 +86,10 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 }
 
 // AbandonRun deletes run runID's row if it is still pending and has no task:
-// its workflow could not be started, so the slot AdmitRun gave it is freed.
-// A run whose workflow did start after all writes its row again when it logs.
+// its workflow could not be started (or, for admission's repair, does not
+// exist), so nothing ran and the slot AdmitRun gave it is freed; a retry of
+// the same request is admitted afresh. A run whose workflow did start after
+// all writes its row again when it logs.
 func (s *Store) AbandonRun(ctx context.Context, runID string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM activity_runs WHERE run_id = $1 AND status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM task_instances WHERE task_instances.run_id = activity_runs.run_id)`, runID)

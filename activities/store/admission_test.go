@@ -46,7 +46,8 @@ func TestAdmitRun(t *testing.T) {
 
 		again, err := s.AdmitRun(ctx, manualRun(admitted[0]), 3)
 		require.NoError(t, err)
-		assert.Equal(t, Admission{Existed: true}, again, "a repeated request finds its row")
+		assert.Equal(t, Admission{Existed: true, Status: StatusPending}, again, "a repeated request finds its row")
+		assert.False(t, again.Ended())
 
 		full, err := s.AdmitRun(ctx, manualRun(100), 3)
 		require.NoError(t, err)
@@ -54,6 +55,10 @@ func TestAdmitRun(t *testing.T) {
 
 		_, err = s.FinishRun(ctx, manualRun(admitted[0]).RunID, StatusSucceeded, "", time.Now())
 		require.NoError(t, err)
+		ended, err := s.AdmitRun(ctx, manualRun(admitted[0]), 3)
+		require.NoError(t, err)
+		assert.Equal(t, Admission{Existed: true, Status: StatusSucceeded}, ended, "a repeated request of a finished run finds it final")
+		assert.True(t, ended.Ended())
 		abandoned, err := s.AbandonRun(ctx, manualRun(admitted[1]).RunID)
 		require.NoError(t, err)
 		assert.True(t, abandoned)

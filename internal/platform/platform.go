@@ -172,11 +172,13 @@ func (s *Service) Deliver(ctx context.Context, env contracts.EventEnvelope) (rou
 
 // StartManualRun starts a run of activityID by hand under the workflow ID
 // activity-{activity_id}:manual:{idempotencyKey}, so the same key never starts
-// two runs: a repeated key answers with the run it started (Duplicate). A new
-// key is admitted only while the activity has fewer than max_concurrent_runs
-// runs pending or running (store.AdmitRun counts and takes the slot in one
-// transaction); otherwise ErrTooManyRuns, with nothing written. When the
-// workflow cannot be started the slot is given back.
+// two runs: a repeated key answers with the run it started (Duplicate), and
+// when that run has ended, with its final Status and nothing started (its
+// workflow would find the final row and run nothing). A new key is admitted
+// only while the activity has fewer than max_concurrent_runs runs pending or
+// running (store.AdmitRun counts and takes the slot in one transaction);
+// otherwise ErrTooManyRuns, with nothing written. When the workflow cannot be
+// started the slot is given back.
 func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey string) (workflows.StartRunResult, error) {
 	if idempotencyKey == "" {
 		return workflows.StartRunResult{}, errors.New("an idempotency key is required")
@@ -213,6 +215,9 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w",
 			activityID, admission.InFlight, def.MaxConcurrentRuns, ErrTooManyRuns)
 	}
+	if admission.Ended() {
+		return workflows.StartRunResult{WorkflowID: workflowID, RunID: runID, Duplicate: true, Status: admission.Status}, nil
+	}
 	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
 	res, err := router.StartRun(ctx, s.Temporal, workflowID, in)
 	if err != nil && admission.Admitted {
@@ -243,11 +248,18 @@ func (s *Service) abandon(ctx context.Context, workflowID, runID string) error {
 // DefaultStaleAfter is the default of Service.StaleAfter.
 const DefaultStaleAfter = time.Minute
 
-// repairStaleRuns closes the open run rows of activityID whose workflow has
-// ended without closing them (it was terminated or timed out, so its own
-// FinishRun never ran), with their open task rows (the children were
-// terminated with it), and returns how many runs it closed. The rows are the
-// admission counter, so this is what gives their slots back.
+// repairStaleRuns gives back the slots of activityID's open run rows whose
+// workflow is not running, and returns how many it gave back. The rows are
+// the admission counter, so this is what frees their slots:
+//   - a row still pending whose workflow does not exist never ran (its start
+//     failed, a manual run's or a schedule fire's): it is deleted, not failed,
+//     so that a retry of the same request or fire is admitted afresh and runs
+//     (a start still in flight that lands later writes the row again through
+//     LogRun's insert-once and runs);
+//   - a row whose workflow logged it (running) and is gone, or whose workflow
+//     exists and has ended without closing it (terminated, timed out, so its
+//     own FinishRun never ran), is closed as failed, with its open task rows
+//     (the children were terminated with it).
 func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, error) {
 	staleAfter := s.StaleAfter
 	if staleAfter <= 0 {
@@ -266,6 +278,16 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		var notFound *serviceerror.NotFound
 		status := "gone"
 		switch {
+		case errors.As(err, &notFound) && r.Status == store.StatusPending:
+			abandoned, err := s.Store.AbandonRun(ctx, r.RunID)
+			if err != nil {
+				return repaired, err
+			}
+			if abandoned {
+				repaired++
+				s.logger().Warn("gave back the slot of a run whose workflow was never started", "run_id", r.RunID, "workflow_id", r.WorkflowID)
+			}
+			continue
 		case errors.As(err, &notFound):
 		case err != nil:
 			s.logger().Warn("could not check an open run; leaving it", "run_id", r.RunID, "error", err)

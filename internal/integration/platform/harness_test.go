@@ -84,7 +84,15 @@ func newHarness(t *testing.T, c client.Client, databaseURL string) *harness {
 // startWorker runs the activities worker until the test ends (or stop is called).
 func (h *harness) startWorker() (stop func()) {
 	h.t.Helper()
-	p := &activities.Platform{Store: h.store, Temporal: h.c, Handlers: activities.DefaultTaskHandlers(), Now: h.clock.Now}
+	return h.startWorkerStartingRunsWith(h.c)
+}
+
+// startWorkerStartingRunsWith runs the activities worker like startWorker,
+// but its activities start runs through starter (the StartRun activity of
+// schedule fires), which tests replace to play Temporal being unreachable.
+func (h *harness) startWorkerStartingRunsWith(starter client.Client) (stop func()) {
+	h.t.Helper()
+	p := &activities.Platform{Store: h.store, Temporal: starter, Handlers: activities.DefaultTaskHandlers(), Now: h.clock.Now}
 	w := platformworker.New(h.c, p, worker.Options{})
 	if err := w.Start(); err != nil {
 		h.t.Fatal(err)
