@@ -4,6 +4,7 @@
 // 127.0.0.1:8233; then it starts the worker and the HTTP API (starter serve,
 // on HTTP_ADDR or 127.0.0.1:8080), plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
+// While it runs, data/devrun.pid holds its process ID (for scripts to stop it).
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -44,6 +46,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
+	removePID, err := writePIDFile()
+	if err != nil {
+		return err
+	}
+	defer removePID()
 
 	address := os.Getenv("TEMPORAL_ADDRESS")
 	var children []*exec.Cmd
@@ -126,6 +133,23 @@ func run() error {
 	case err := <-done:
 		return fmt.Errorf("a child process ended: %v", err)
 	}
+}
+
+// pidFile, under dataDir, holds the process ID of the running devrun, so
+// that a script (.ci/run) can stop exactly this process, as Ctrl-C would.
+const pidFile = "devrun.pid"
+
+// writePIDFile writes this process's ID to data/devrun.pid; the returned
+// func removes the file.
+func writePIDFile() (func(), error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dataDir, pidFile)
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the PID file: %w", err)
+	}
+	return func() { _ = os.Remove(path) }, nil
 }
 
 func listening(address string) bool {
