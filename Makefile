@@ -90,7 +90,7 @@ fuzz:
 histories: $(TEMPORAL)
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^TestServerScenarios$$' ./workflows/
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase)$$' ./internal/integration/
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice)$$' ./internal/integration/platform/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/integration/platform/
 
 clean:
 	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt

@@ -153,7 +153,10 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 		return err
 	}
 	state := "started"
-	if res.Duplicate {
+	switch {
+	case res.Duplicate && res.Status != "":
+		state = "already ran with this key and ended " + res.Status + "; it does not run again"
+	case res.Duplicate:
 		state = "already started with this key (duplicate)"
 	}
 	return print(out, *g.asJSON, res, fmt.Sprintf("run %s %s: workflow %s (key %s)", res.RunID, state, res.WorkflowID, *key))

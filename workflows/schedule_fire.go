@@ -63,7 +63,11 @@ func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireResult, error
 		return res, fmt.Errorf("starting run %s: %w", start.WorkflowID, err)
 	}
 	res.Run = &started
-	log.Info("fire started its run", "workflow_id", started.WorkflowID, "duplicate", started.Duplicate, "reason", res.Plan.Reason)
+	if started.Status != "" {
+		log.Info("fire's run already ended; not run again", "workflow_id", started.WorkflowID, "status", started.Status, "reason", res.Plan.Reason)
+	} else {
+		log.Info("fire started its run", "workflow_id", started.WorkflowID, "duplicate", started.Duplicate, "reason", res.Plan.Reason)
+	}
 	return res, nil
 }
 
