@@ -3,7 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
-		"os"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
