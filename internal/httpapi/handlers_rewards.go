@@ -63,6 +63,24 @@ func (s *Server) unenroll(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"customer_id": customer, "unenroll": "accepted"})
 }
 
+// enroll is POST /v1/customers/{id}/enroll: 200 with the customer's status
+// once enrolled. It is the explicit re-enrolment after an unenrolment (the
+// entity starts again with no points) and changes nothing for an enrolled
+// customer, so retrying it is safe with or without the same key.
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+	customer := r.PathValue("id")
+	if err := workflows.ValidateCustomerID(customer); err != nil {
+		invalid(w, err)
+		return
+	}
+	st, err := s.Rewards.Enroll(r.Context(), customer)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
 // customerStatus is GET /v1/customers/{id}: the entity's get-status answer.
 func (s *Server) customerStatus(w http.ResponseWriter, r *http.Request) {
 	customer := r.PathValue("id")

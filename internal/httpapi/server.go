@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	command("POST /v1/customers/{id}/points", "points", nil, s.applyPoints)
 	command("POST /v1/customers/{id}/unenroll", "unenroll", nil, s.unenroll)
+	command("POST /v1/customers/{id}/enroll", "enroll", nil, s.enroll)
 	route("GET /v1/customers/{id}", http.HandlerFunc(s.customerStatus))
 	command("POST /v1/events", "events", eventKey, s.deliverEvent)
 	command("PUT /v1/activities/{activity_id}", "define", nil, s.putDefinition)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -23,22 +22,7 @@ func (c *Client) Enroll(ctx context.Context, customerID string) (workflows.Statu
 	var st workflows.Status
 	updateID := uuid.NewString()
 	err := c.retry(ctx, "enroll", func(ctx context.Context) error {
-		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
-		defer cancel()
-		op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
-		h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: op,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				WorkflowID:   workflows.RewardsWorkflowID(customerID),
-				UpdateName:   workflows.UpdateEnroll,
-				UpdateID:     updateID,
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
-		if err != nil {
-			return err
-		}
-		return h.Get(actx, &st)
+		return c.updateWithStartOnce(ctx, customerID, workflows.UpdateEnroll, updateID, nil, &st)
 	})
 	if err != nil {
 		return workflows.Status{}, fmt.Errorf("enrolling %s: %w", customerID, err)

@@ -79,6 +79,14 @@ func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflow
 
 // applyPointsOnce is one try of ApplyPoints, bounded by the attempt timeout.
 func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID string, ev workflows.PointEvent, res *workflows.PointsResult) error {
+	return c.updateWithStartOnce(ctx, customerID, workflows.UpdateApplyPoints, updateID, []any{ev}, res)
+}
+
+// updateWithStartOnce sends one try of an update to the customer's entity,
+// starting the entity if none runs (UpdateWithStart, conflict policy
+// USE_EXISTING), waits for its outcome within the attempt timeout and decodes
+// the answer into out.
+func (c *Client) updateWithStartOnce(ctx context.Context, customerID, name, updateID string, args []any, out any) error {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
 	defer cancel()
 	op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
@@ -86,16 +94,16 @@ func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID strin
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			WorkflowID:   workflows.RewardsWorkflowID(customerID),
-			UpdateName:   workflows.UpdateApplyPoints,
+			UpdateName:   name,
 			UpdateID:     updateID,
-			Args:         []any{ev},
+			Args:         args,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	if err != nil {
 		return err
 	}
-	return h.Get(actx, res)
+	return h.Get(actx, out)
 }
 
 // timedOut reports whether a try ended by a timeout or cancellation while
@@ -223,7 +231,8 @@ func (c *Client) retry(ctx context.Context, what string, fn func(context.Context
 // Retryable reports whether an error is one the server asks callers to retry: a
 // workflow not ready (an update landing while ContinueAsNew is retried), a
 // signal refused at the per-run signal limit, a timed-out or cancelled attempt,
-// an unavailable or overloaded server.
+// an unavailable or overloaded server, an entity still ending its unenrolment
+// (Unenrolling). The entity's other answers are final.
 func Retryable(err error) bool {
 	var (
 		notReady   *serviceerror.WorkflowNotReady
@@ -236,7 +245,7 @@ func Retryable(err error) bool {
 	)
 	switch {
 	case errors.As(err, &appErr):
-		return false // the workflow's own answer: final
+		return appErr.Type() == workflows.ErrUnenrolling
 	case errors.As(err, &notReady), errors.As(err, &unavail), errors.As(err, &exhausted),
 		errors.As(err, &deadline), errors.As(err, &aborted):
 		return true

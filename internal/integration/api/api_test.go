@@ -551,3 +551,37 @@ func TestPointsOutcomeUnknownThenRetryAppliesOnce(t *testing.T) {
 		t.Fatalf("status %+v, want 25 points from one event", st)
 	}
 }
+
+// After an unenrolment, points are refused 409 not-enrolled (never a new
+// entity) until POST /v1/customers/{id}/enroll, which is safe to repeat; the
+// re-enrolled customer starts again with no points.
+func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
+	s := newStack(t, dedup.NewMemoryStore(0))
+	const base = "/v1/customers/c-final"
+	if r := s.do("POST", base+"/points", "p-1", map[string]any{"points": 5}); r.status != http.StatusOK {
+		t.Fatalf("points: %d %s", r.status, r.body)
+	}
+	if r := s.untilDone("POST", base+"/unenroll", "u-1", nil); r.status != http.StatusAccepted {
+		t.Fatalf("unenroll: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	if err := s.c.GetWorkflow(ctx, workflows.RewardsWorkflowID("c-final"), "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := s.do("POST", base+"/points", "p-2", map[string]any{"points": 5})
+	if r.status != http.StatusConflict || r.header.Get("Content-Type") != "application/problem+json" ||
+		decode[httpapi.Problem](t, r).Type != "https://entityflow.dev/problems/not-enrolled" {
+		t.Fatalf("points after unenrolment: %d %s %s, want 409 not-enrolled", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	for _, key := range []string{"e-1", "e-2"} {
+		r := s.untilDone("POST", base+"/enroll", key, nil)
+		st := decode[workflows.Status](t, r)
+		if r.status != http.StatusOK || !st.Enrolled || st.Points != 0 {
+			t.Fatalf("enroll with key %s: %d %s", key, r.status, r.body)
+		}
+	}
+	r = s.do("POST", base+"/points", "p-3", map[string]any{"points": 7})
+	if res := decode[workflows.PointsResult](t, r); r.status != http.StatusOK || res.Points != 7 {
+		t.Fatalf("points after re-enrolment: %d %s", r.status, r.body)
+	}
+}
