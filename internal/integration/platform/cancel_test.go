@@ -2,7 +2,6 @@ package platform_test
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,50 +11,15 @@ import (
 
 	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/workflows"
 )
-
-// outage is a platform whose worker reaches PostgreSQL through a proxy the
-// test can cut, while the test and the service reach it directly.
-type outage struct {
-	*harness
-	proxy *dbtest.Proxy
-}
-
-func newOutage(t *testing.T) outage {
-	t.Helper()
-	direct := dbtest.Postgres(t)
-	u, err := url.Parse(direct.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := dbtest.NewProxy(t, u.Host)
-	u.Host = px.Addr()
-	h := newHarness(t, nil, direct.URL)
-	worker := newHarness(t, h.c, u.String())
-	worker.clock = h.clock
-	worker.startWorker()
-	return outage{harness: h, proxy: px}
-}
 
 // cancelWhileRetrying waits until activity has failed at least twice in
 // workflowID (the database is cut), cancels the workflow, gives the database
 // back, and waits until the workflow has closed.
 func (o outage) cancelWhileRetrying(ctx context.Context, workflowID, activity string) {
 	o.t.Helper()
-	waitFor(o.t, activity+" to fail at least twice", 30*time.Second, func() (bool, error) {
-		d, err := o.c.DescribeWorkflowExecution(ctx, workflowID, "")
-		if err != nil {
-			return false, err
-		}
-		for _, a := range d.GetPendingActivities() {
-			if a.GetActivityType().GetName() == activity && a.GetAttempt() >= 3 {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	o.awaitRetries(ctx, workflowID, activity)
 	if err := o.c.CancelWorkflow(ctx, workflowID, ""); err != nil {
 		o.t.Fatal(err)
 	}

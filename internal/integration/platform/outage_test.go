@@ -12,10 +12,15 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// While PostgreSQL is unreachable, a run's database activities fail and are
-// retried with backoff; when it returns the run completes with one run row and
-// one row per task, nothing written twice.
-func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
+// outage is a platform whose worker reaches PostgreSQL through a proxy the
+// test can cut, while the test and the service reach it directly.
+type outage struct {
+	*harness
+	proxy *dbtest.Proxy
+}
+
+func newOutage(t *testing.T) outage {
+	t.Helper()
 	direct := dbtest.Postgres(t)
 	u, err := url.Parse(direct.URL)
 	if err != nil {
@@ -24,12 +29,37 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 	px := dbtest.NewProxy(t, u.Host)
 	u.Host = px.Addr()
 	h := newHarness(t, nil, direct.URL)
-	ctx := background(t)
-	// The worker reaches the database through the proxy; the test and the
-	// router directly.
 	worker := newHarness(t, h.c, u.String())
 	worker.clock = h.clock
 	worker.startWorker()
+	return outage{harness: h, proxy: px}
+}
+
+// awaitRetries waits until activity has failed at least twice in workflowID
+// (its third attempt is pending): the database is cut.
+func (o outage) awaitRetries(ctx context.Context, workflowID, activity string) {
+	o.t.Helper()
+	waitFor(o.t, activity+" to fail at least twice", 30*time.Second, func() (bool, error) {
+		d, err := o.c.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			return false, err
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == activity && a.GetAttempt() >= 3 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// While PostgreSQL is unreachable, a run's database activities fail and are
+// retried with backoff; when it returns the run completes with one run row and
+// one row per task, nothing written twice.
+func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
+	o := newOutage(t)
+	h, px := o.harness, o.proxy
+	ctx := background(t)
 
 	def := eventDefinition("invoice.paid", contracts.TaskSpec{TaskType: "noop", Count: 3})
 	h.define(def)
@@ -39,18 +69,7 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	workflowID := routed.Runs[0].WorkflowID
-	waitFor(t, "LogRun to fail at least twice", 30*time.Second, func() (bool, error) {
-		d, err := h.c.DescribeWorkflowExecution(ctx, workflowID, "")
-		if err != nil {
-			return false, err
-		}
-		for _, a := range d.GetPendingActivities() {
-			if a.GetActivityType().GetName() == workflows.ActivityLogRun && a.GetAttempt() >= 3 {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	o.awaitRetries(ctx, workflowID, workflows.ActivityLogRun)
 	px.Restore()
 
 	var res workflows.RunResult
