@@ -66,7 +66,7 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
 	$(BENCHSTAT) -filter '-.name:WindowPush' bench.txt
-	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./activities/store/ | tee bench-store.txt
+	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./store/ | tee bench-store.txt
 	$(BENCHSTAT) bench-store.txt
 	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt
 	$(BENCHSTAT) -col /impl bench-router.txt

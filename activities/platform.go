@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/router"
 	"github.com/entityflow/entityflow/internal/schedules"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 

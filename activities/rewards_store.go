@@ -3,7 +3,7 @@ package activities
 import (
 	"context"
 
-	"github.com/entityflow/entityflow/activities/store"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
@@ -27,6 +26,7 @@ import (
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/store"
 )
 
 // serveCommand runs the HTTP API until SIGINT or SIGTERM, then stops taking

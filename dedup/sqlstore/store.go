@@ -1,5 +1,5 @@
 // Package sqlstore is a dedup.KeyStore in the platform's database (SQLite or
-// PostgreSQL, through activities/store), for deployments that share
+// PostgreSQL, through the store package), for deployments that share
 // Idempotency-Keys between API processes without running Redis.
 //
 // Keys live in the table idempotency_keys, created by the store's migration
@@ -21,8 +21,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/store"
 )
 
 // claimAttempts bounds how often Claim retries when the row it lost to

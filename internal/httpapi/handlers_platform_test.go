@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/store"
 )
 
 // On POST /v1/events the Idempotency-Key header is optional: without one the

@@ -10,11 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/store"
 )
 
 // idemStore is a KeyStore implementation the idempotency tests run against.

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/internal/backoff"
+	"github.com/entityflow/entityflow/store"
 )
 
 // Open opens the store at databaseURL (see store.Open), retrying with

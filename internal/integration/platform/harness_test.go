@@ -17,10 +17,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/platformworker"
+	"github.com/entityflow/entityflow/store"
 )
 
 func TestMain(m *testing.M) {

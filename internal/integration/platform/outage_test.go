@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 

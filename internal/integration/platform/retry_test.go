@@ -15,12 +15,12 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 
