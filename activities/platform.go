@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/activities/router"
+	"github.com/entityflow/entityflow/activities/schedules"
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/router"
-	"github.com/entityflow/entityflow/internal/schedules"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )

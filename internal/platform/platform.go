@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/entityflow/entityflow/activities/router"
+	"github.com/entityflow/entityflow/activities/schedules"
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/router"
-	"github.com/entityflow/entityflow/internal/schedules"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )

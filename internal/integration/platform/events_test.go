@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/entityflow/entityflow/activities/router"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/histories"
-	"github.com/entityflow/entityflow/internal/router"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )

@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 
+	"github.com/entityflow/entityflow/activities/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
-	"github.com/entityflow/entityflow/internal/schedules"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
