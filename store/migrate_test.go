@@ -110,7 +110,65 @@ func TestLoadMigrations(t *testing.T) {
 				assert.NotEmpty(t, m.sql)
 				names = append(names, m.name)
 			}
-			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys"}, names)
+			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys", "rewards_enrollments"}, names)
+		})
+	}
+}
+
+// openAtVersion opens url with the migrations up to version only, as a
+// database last opened by an older release would be.
+func openAtVersion(t *testing.T, url string, version int64) *Store {
+	t.Helper()
+	ctx := context.Background()
+	target, err := parseURL(url)
+	require.NoError(t, err)
+	db, err := target.open()
+	require.NoError(t, err)
+	s := &Store{db: db, dialect: target.dialect}
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	if target.dialect == DialectSQLite {
+		require.NoError(t, enableWAL(ctx, db))
+	}
+	ms, err := loadMigrations(target.dialect)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.version <= version {
+			require.NoError(t, s.applyMigration(ctx, m), "migration %04d_%s", m.version, m.name)
+		}
+	}
+	return s
+}
+
+// TestMigrateRenamesEnrollments upgrades a database of release 2, whose
+// enrollments table is still rewards_enrolments, with customers on record:
+// migration 0005 renames the table and keeps every row.
+func TestMigrateRenamesEnrollments(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			url := b.url(t)
+			old := openAtVersion(t, url, 4)
+			_, err := old.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, enrolled_at, unenrolled_at)
+				VALUES ($1, $2, NULL), ($3, $4, $5)`, "in", dbTime(at(0)), "out", dbTime(at(0)), dbTime(at(time.Hour)))
+			require.NoError(t, err)
+
+			s := openStore(t, url)
+			requireAllApplied(t, s)
+			in, err := s.Enrolment(ctx, "in")
+			require.NoError(t, err)
+			assert.Equal(t, ptr(at(0)), in.EnrolledAt)
+			assert.Nil(t, in.UnenrolledAt)
+			out, err := s.Enrolment(ctx, "out")
+			require.NoError(t, err)
+			assert.Equal(t, ptr(at(time.Hour)), out.UnenrolledAt)
+
+			enrolled, err := s.Enrol(ctx, "out", at(2*time.Hour), false)
+			require.NoError(t, err)
+			assert.False(t, enrolled, "an unenrollment on record before the upgrade stays final")
+			var rows int
+			err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM rewards_enrollments`).Scan(&rows)
+			require.NoError(t, err)
+			assert.Equal(t, 2, rows)
 		})
 	}
 }

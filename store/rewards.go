@@ -9,7 +9,7 @@ import (
 )
 
 // EnrolmentRow is a rewards customer's enrolment, a row of
-// rewards_enrolments. UnenrolledAt is nil while the customer is enrolled.
+// rewards_enrollments. UnenrolledAt is nil while the customer is enrolled.
 type EnrolmentRow struct {
 	CustomerID string `json:"customer_id"`
 	// EnrolledAt is nil when only an unenrolment is on record.
@@ -36,10 +36,10 @@ type TierChangeRow struct {
 // every path but one: an event that starts a fresh entity after the old one
 // ended (and after Temporal's retention forgot it) finds the record here.
 func (s *Store) Enrol(ctx context.Context, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
-	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, enrolled_at)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, enrolled_at)
 		VALUES ($1, $2)
 		ON CONFLICT (customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
-		WHERE rewards_enrolments.unenrolled_at IS NOT NULL AND $3 = TRUE`,
+		WHERE rewards_enrollments.unenrolled_at IS NOT NULL AND $3 = TRUE`,
 		customerID, dbTime(at), reopen)
 	if err != nil {
 		return false, fmt.Errorf("enrol %s: %w", customerID, err)
@@ -57,10 +57,10 @@ func (s *Store) Enrol(ctx context.Context, customerID string, at time.Time, reop
 // the database recorder, or whose enrolment is still being recorded) gets a
 // record holding only the unenrolment.
 func (s *Store) RecordUnenrolment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrolments (customer_id, unenrolled_at)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, unenrolled_at)
 		VALUES ($1, $2)
 		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
-		WHERE rewards_enrolments.unenrolled_at IS NULL`, customerID, dbTime(at))
+		WHERE rewards_enrollments.unenrolled_at IS NULL`, customerID, dbTime(at))
 	if err != nil {
 		return false, fmt.Errorf("record unenrolment of %s: %w", customerID, err)
 	}
@@ -83,7 +83,7 @@ func (s *Store) RecordTierChange(ctx context.Context, customerID, from, to strin
 func (s *Store) Enrolment(ctx context.Context, customerID string) (EnrolmentRow, error) {
 	e := EnrolmentRow{CustomerID: customerID}
 	var enrolled, unenrolled scanTime
-	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrolments WHERE customer_id = $1`,
+	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE customer_id = $1`,
 		customerID).Scan(&enrolled, &unenrolled)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
