@@ -81,11 +81,7 @@ func (p *Platform) LogRun(ctx context.Context, r workflows.RunRecord) (workflows
 // run ID under other values (store.ErrConflict) is a non-retryable error:
 // retrying cannot make the two agree.
 func (p *Platform) insertRun(ctx context.Context, r workflows.RunRecord, at time.Time) error {
-	_, err := p.Store.LogRun(ctx, store.Run{
-		RunID: r.RunID, WorkflowID: r.WorkflowID, ActivityID: r.ActivityID, TenantID: r.TenantID,
-		TriggerType: r.TriggerType, ScheduledFor: r.ScheduledFor, EventID: r.EventID,
-		WindowStart: r.WindowStart, WindowEnd: r.WindowEnd, Status: store.StatusPending, CreatedAt: at,
-	})
+	_, err := p.Store.LogRun(ctx, store.Run{RunRecord: r, Status: workflows.StatusPending, CreatedAt: at})
 	return nonRetryableConflict(err)
 }
 
@@ -107,7 +103,7 @@ func (p *Platform) FinishRun(ctx context.Context, f workflows.Finish) error {
 func (p *Platform) LogTask(ctx context.Context, t workflows.TaskRecord) error {
 	at := p.now()
 	_, err := p.Store.LogTask(ctx, store.Task{
-		ID: t.ID, RunID: t.RunID, TaskType: t.TaskType, Index: t.Index, Status: store.StatusPending, CreatedAt: at,
+		ID: t.ID, RunID: t.RunID, TaskType: t.TaskType, Index: t.Index, Status: workflows.StatusPending, CreatedAt: at,
 	})
 	if err != nil {
 		return nonRetryableConflict(err)
@@ -133,8 +129,8 @@ func (p *Platform) TaskOutcome(ctx context.Context, id string) (workflows.TaskOu
 	if err != nil {
 		return workflows.TaskOutcome{}, err
 	}
-	if t.Status != store.StatusSucceeded && t.Status != store.StatusFailed {
-		return workflows.TaskOutcome{}, temporal.NewApplicationError("task "+id+" is "+t.Status, workflows.ErrTaskNotFinished)
+	if !t.Status.Final() {
+		return workflows.TaskOutcome{}, temporal.NewApplicationError("task "+id+" is "+string(t.Status), workflows.ErrTaskNotFinished)
 	}
 	return workflows.TaskOutcome{Status: t.Status, Error: t.Error}, nil
 }
@@ -201,7 +197,7 @@ func (p *Platform) StartRun(ctx context.Context, in workflows.StartRunInput) (wo
 	if err != nil {
 		return res, err
 	}
-	if row.Status == store.StatusSucceeded || row.Status == store.StatusFailed {
+	if row.Status.Final() {
 		res.Duplicate, res.Status = true, row.Status
 		return res, nil
 	}

@@ -99,7 +99,7 @@ func TestRowActivitiesAreIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Status != store.StatusSucceeded || len(tasks) != 1 || tasks[0].Status != store.StatusSucceeded {
+	if row.Status != workflows.StatusSucceeded || len(tasks) != 1 || tasks[0].Status != workflows.StatusSucceeded {
 		t.Fatalf("run %+v tasks %+v, want one succeeded run with one succeeded task", row, tasks)
 	}
 	outcome, err := p.TaskOutcome(ctx, task.ID)
@@ -118,7 +118,7 @@ func TestPlanFireWidensCompressedWindow(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	start, end := t0.Add(-time.Minute), t0
-	if _, err := st.LogRun(ctx, store.Run{RunID: "r0", WorkflowID: "w0", ActivityID: "a", TriggerType: "cron", ScheduledFor: &t0, WindowStart: &start, WindowEnd: &end, Status: store.StatusSucceeded}); err != nil {
+	if _, err := st.LogRun(ctx, store.Run{RunRecord: workflows.RunRecord{RunID: "r0", WorkflowID: "w0", ActivityID: "a", TriggerType: "cron", ScheduledFor: &t0, WindowStart: &start, WindowEnd: &end}, Status: workflows.StatusSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	fire := t0.Add(5 * time.Minute)
@@ -151,14 +151,14 @@ func (c *startCounter) ExecuteWorkflow(context.Context, client.StartWorkflowOpti
 func TestStartRunOfAnEndedRunStartsNothing(t *testing.T) {
 	tests := []struct {
 		name       string
-		status     string // the row's status before StartRun; "" for no row
+		status     workflows.RunStatus // the row's status before StartRun; "" for no row
 		wantStarts int
-		wantStatus string
+		wantStatus workflows.RunStatus
 	}{
 		{"new run", "", 1, ""},
-		{"pending row", store.StatusPending, 1, ""},
-		{"succeeded run", store.StatusSucceeded, 0, store.StatusSucceeded},
-		{"failed run", store.StatusFailed, 0, store.StatusFailed},
+		{"pending row", workflows.StatusPending, 1, ""},
+		{"succeeded run", workflows.StatusSucceeded, 0, workflows.StatusSucceeded},
+		{"failed run", workflows.StatusFailed, 0, workflows.StatusFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestStartRunOfAnEndedRunStartsNothing(t *testing.T) {
 			}
 			runID := workflows.RunID(in.WorkflowID)
 			if tt.status != "" {
-				if _, err := st.LogRun(ctx, store.Run{RunID: runID, WorkflowID: in.WorkflowID, ActivityID: "a", Status: tt.status}); err != nil {
+				if _, err := st.LogRun(ctx, store.Run{RunRecord: workflows.RunRecord{RunID: runID, WorkflowID: in.WorkflowID, ActivityID: "a"}, Status: tt.status}); err != nil {
 					t.Fatal(err)
 				}
 			}

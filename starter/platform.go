@@ -155,7 +155,7 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 	state := "started"
 	switch {
 	case res.Duplicate && res.Status != "":
-		state = "already ran with this key and ended " + res.Status + "; it does not run again"
+		state = "already ran with this key and ended " + string(res.Status) + "; it does not run again"
 	case res.Duplicate:
 		state = "already started with this key (duplicate)"
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // Admission is AdmitRun's answer.
@@ -17,7 +19,7 @@ type Admission struct {
 	// started again: its workflow would find the final row and run nothing.
 	Existed bool
 	// Status is the existing row's status (Existed only).
-	Status string
+	Status workflows.RunStatus
 	// InFlight is the number of the activity's pending or running runs the
 	// decision saw (the new row not included).
 	InFlight int
@@ -26,7 +28,7 @@ type Admission struct {
 // Ended tells whether the run's row existed and is final (succeeded or
 // failed): the run is over, and nothing is to be started for it.
 func (a Admission) Ended() bool {
-	return a.Existed && (a.Status == StatusSucceeded || a.Status == StatusFailed)
+	return a.Existed && a.Status.Final()
 }
 
 // AdmitRun writes r's pending row only if the activity has fewer than limit
@@ -54,7 +56,8 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 		}
 	}
 	var a Admission
-	var existing, status string
+	var existing string
+	var status workflows.RunStatus
 	err = tx.QueryRowContext(ctx, `SELECT workflow_id, status FROM activity_runs WHERE run_id = $1`, r.RunID).Scan(&existing, &status)
 	switch {
 	case err == nil && existing != r.WorkflowID:
@@ -75,7 +78,7 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 	if _, err := tx.ExecContext(ctx, `INSERT INTO activity_runs (`+runColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		r.RunID, r.WorkflowID, r.ActivityID, r.TenantID, r.TriggerType, dbTimePtr(r.ScheduledFor), r.EventID,
-		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), StatusPending, "", dbTime(r.CreatedAt), nil, nil); err != nil {
+		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), string(workflows.StatusPending), "", dbTime(r.CreatedAt), nil, nil); err != nil {
 		return Admission{}, fmt.Errorf("admit run %s: %w", r.RunID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/entityflow/entityflow/workflows"
+
 	"github.com/entityflow/entityflow/internal/dbtest"
 )
 
@@ -77,11 +79,11 @@ func TestConnectionLost(t *testing.T) {
 	u.Host = p.Addr()
 	s := openStore(t, u.String())
 	ctx := context.Background()
-	_, err = s.LogRun(ctx, Run{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"})
+	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
 	require.NoError(t, err)
 
 	p.Cut()
-	_, err = s.LogRun(ctx, Run{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"})
+	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"}})
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
 	assert.True(t, IsUnavailable(s.Ping(ctx)))
@@ -104,7 +106,7 @@ func TestSQLiteBusy(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.ExecContext(ctx, "ROLLBACK")
 
-	_, err = s.LogRun(ctx, Run{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"})
+	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
 	assert.Contains(t, err.Error(), "log run r1")

@@ -6,25 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
-// Run is one run of an activity: a row of activity_runs. The JSON form is
-// what the HTTP API returns for GET /v1/runs/{run_id}.
+// Run is one run of an activity: a row of activity_runs, the run's record
+// (what the workflow logs) with its status and times. The JSON form is what
+// the HTTP API returns for GET /v1/runs/{run_id}.
 type Run struct {
-	RunID        string     `json:"run_id"`
-	WorkflowID   string     `json:"workflow_id"`
-	ActivityID   string     `json:"activity_id"`
-	TenantID     string     `json:"tenant_id"`
-	TriggerType  string     `json:"trigger_type"`
-	ScheduledFor *time.Time `json:"scheduled_for"`
-	EventID      string     `json:"event_id"`
-	WindowStart  *time.Time `json:"window_start"`
-	WindowEnd    *time.Time `json:"window_end"`
-	Status       string     `json:"status"`
-	Error        string     `json:"error"`
-	CreatedAt    time.Time  `json:"created_at"`
-	StartedAt    *time.Time `json:"started_at"`
-	FinishedAt   *time.Time `json:"finished_at"`
+	workflows.RunRecord
+	Status     workflows.RunStatus `json:"status"`
+	Error      string              `json:"error"`
+	CreatedAt  time.Time           `json:"created_at"`
+	StartedAt  *time.Time          `json:"started_at"`
+	FinishedAt *time.Time          `json:"finished_at"`
 }
 
 const runColumns = `run_id, workflow_id, activity_id, tenant_id, trigger_type, scheduled_for, event_id,
@@ -40,9 +35,9 @@ func (s *Store) LogRun(ctx context.Context, r Run) (created bool, err error) {
 		return false, fmt.Errorf("log run %q: run_id, workflow_id and activity_id are required", r.RunID)
 	}
 	if r.Status == "" {
-		r.Status = StatusPending
+		r.Status = workflows.StatusPending
 	}
-	if !validStatus(r.Status) {
+	if !r.Status.Valid() {
 		return false, fmt.Errorf("log run %s: invalid status %q", r.RunID, r.Status)
 	}
 	if r.CreatedAt.IsZero() {
@@ -52,7 +47,7 @@ func (s *Store) LogRun(ctx context.Context, r Run) (created bool, err error) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT DO NOTHING`,
 		r.RunID, r.WorkflowID, r.ActivityID, r.TenantID, r.TriggerType, dbTimePtr(r.ScheduledFor), r.EventID,
-		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), r.Status, r.Error, dbTime(r.CreatedAt),
+		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), string(r.Status), r.Error, dbTime(r.CreatedAt),
 		dbTimePtr(r.StartedAt), dbTimePtr(r.FinishedAt))
 	if err == nil {
 		created, err = s.inserted(ctx, res,
@@ -90,11 +85,10 @@ func (s *Store) StartRun(ctx context.Context, runID string, at time.Time) (chang
 	return s.start(ctx, runLifecycle, runID, at)
 }
 
-// FinishRun moves run runID from pending or running to status (StatusSucceeded
-// or StatusFailed) with errMsg at the given time and reports whether it
-// changed; a finished run keeps its first outcome, an unknown one is
-// ErrNotFound.
-func (s *Store) FinishRun(ctx context.Context, runID, status, errMsg string, at time.Time) (changed bool, err error) {
+// FinishRun moves run runID from pending or running to a final status with
+// errMsg at the given time and reports whether it changed; a finished run
+// keeps its first outcome, an unknown one is ErrNotFound.
+func (s *Store) FinishRun(ctx context.Context, runID string, status workflows.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
 	return s.finish(ctx, runLifecycle, runID, status, errMsg, at)
 }
 

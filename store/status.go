@@ -5,30 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-)
 
-// Statuses of runs and tasks. A status only moves forward: pending ->
-// running -> succeeded | failed, where skipping running is allowed and a
-// terminal status (succeeded, failed) never changes.
-const (
-	// StatusPending is a row that is logged but not started.
-	StatusPending = "pending"
-	// StatusRunning is a started row.
-	StatusRunning = "running"
-	// StatusSucceeded is a row that finished successfully; it is terminal.
-	StatusSucceeded = "succeeded"
-	// StatusFailed is a row that finished with an error; it is terminal.
-	StatusFailed = "failed"
+	"github.com/entityflow/entityflow/workflows"
 )
-
-// validStatus reports whether status is one of the four statuses.
-func validStatus(status string) bool {
-	switch status {
-	case StatusPending, StatusRunning, StatusSucceeded, StatusFailed:
-		return true
-	}
-	return false
-}
 
 // lifecycle names a table whose rows carry a status, for the guarded
 // transitions shared by runs and tasks.
@@ -60,13 +39,13 @@ func (s *Store) start(ctx context.Context, l lifecycle, id string, at time.Time)
 // finish moves the row id from pending or running to the terminal status,
 // setting error and finished_at. It reports whether the row changed; a row
 // already terminal is left alone, a missing one is ErrNotFound.
-func (s *Store) finish(ctx context.Context, l lifecycle, id, status, errMsg string, at time.Time) (bool, error) {
-	if status != StatusSucceeded && status != StatusFailed {
-		return false, fmt.Errorf("finish %s %s: status %q is not %q or %q", l.noun, id, status, StatusSucceeded, StatusFailed)
+func (s *Store) finish(ctx context.Context, l lifecycle, id string, status workflows.RunStatus, errMsg string, at time.Time) (bool, error) {
+	if !status.Final() {
+		return false, fmt.Errorf("finish %s %s: status %q is not %q or %q", l.noun, id, status, workflows.StatusSucceeded, workflows.StatusFailed)
 	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE `+l.table+` SET status = $2, error = $3, finished_at = $4 WHERE `+l.key+` = $1 AND status IN ('pending', 'running')`,
-		id, status, errMsg, dbTime(at))
+		id, string(status), errMsg, dbTime(at))
 	changed, err := s.changed(ctx, l, id, res, err)
 	if err != nil {
 		return false, fmt.Errorf("finish %s %s: %w", l.noun, id, err)

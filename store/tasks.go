@@ -6,20 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // Task is one task instance of a run — a child workflow — a row of
 // task_instances. ID is the child workflow's ID.
 type Task struct {
-	ID         string     `json:"id"`
-	RunID      string     `json:"run_id"`
-	TaskType   string     `json:"task_type"`
-	Index      int        `json:"index"`
-	Status     string     `json:"status"`
-	Error      string     `json:"error"`
-	CreatedAt  time.Time  `json:"created_at"`
-	StartedAt  *time.Time `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at"`
+	ID         string              `json:"id"`
+	RunID      string              `json:"run_id"`
+	TaskType   string              `json:"task_type"`
+	Index      int                 `json:"index"`
+	Status     workflows.RunStatus `json:"status"`
+	Error      string              `json:"error"`
+	CreatedAt  time.Time           `json:"created_at"`
+	StartedAt  *time.Time          `json:"started_at"`
+	FinishedAt *time.Time          `json:"finished_at"`
 }
 
 const taskColumns = `id, run_id, task_type, idx, status, error, created_at, started_at, finished_at`
@@ -34,9 +36,9 @@ func (s *Store) LogTask(ctx context.Context, t Task) (created bool, err error) {
 		return false, fmt.Errorf("log task %q: id, run_id and task_type are required", t.ID)
 	}
 	if t.Status == "" {
-		t.Status = StatusPending
+		t.Status = workflows.StatusPending
 	}
-	if !validStatus(t.Status) {
+	if !t.Status.Valid() {
 		return false, fmt.Errorf("log task %s: invalid status %q", t.ID, t.Status)
 	}
 	if t.CreatedAt.IsZero() {
@@ -45,7 +47,7 @@ func (s *Store) LogTask(ctx context.Context, t Task) (created bool, err error) {
 	res, err := s.db.ExecContext(ctx, `INSERT INTO task_instances (`+taskColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT DO NOTHING`,
-		t.ID, t.RunID, t.TaskType, t.Index, t.Status, t.Error, dbTime(t.CreatedAt),
+		t.ID, t.RunID, t.TaskType, t.Index, string(t.Status), t.Error, dbTime(t.CreatedAt),
 		dbTimePtr(t.StartedAt), dbTimePtr(t.FinishedAt))
 	if err == nil {
 		created, err = s.inserted(ctx, res,
@@ -64,11 +66,10 @@ func (s *Store) StartTask(ctx context.Context, id string, at time.Time) (changed
 	return s.start(ctx, taskLifecycle, id, at)
 }
 
-// FinishTask moves task id from pending or running to status (StatusSucceeded
-// or StatusFailed) with errMsg at the given time and reports whether it
-// changed; a finished task keeps its first outcome, an unknown one is
-// ErrNotFound.
-func (s *Store) FinishTask(ctx context.Context, id, status, errMsg string, at time.Time) (changed bool, err error) {
+// FinishTask moves task id from pending or running to a final status with
+// errMsg at the given time and reports whether it changed; a finished task
+// keeps its first outcome, an unknown one is ErrNotFound.
+func (s *Store) FinishTask(ctx context.Context, id string, status workflows.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
 	return s.finish(ctx, taskLifecycle, id, status, errMsg, at)
 }
 

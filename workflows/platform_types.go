@@ -111,17 +111,19 @@ func (in RunInput) Record(workflowID string) RunRecord {
 	}
 }
 
-// RunRecord is what LogRun writes for a run.
+// RunRecord is a run's identity and what triggered it: what LogRun and
+// StartRun write, and the first columns of an activity_runs row (store.Run
+// adds the status and times).
 type RunRecord struct {
 	RunID        string     `json:"run_id"`
 	WorkflowID   string     `json:"workflow_id"`
 	ActivityID   string     `json:"activity_id"`
 	TenantID     string     `json:"tenant_id"`
 	TriggerType  string     `json:"trigger_type"`
-	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
-	EventID      string     `json:"event_id,omitempty"`
-	WindowStart  *time.Time `json:"window_start,omitempty"`
-	WindowEnd    *time.Time `json:"window_end,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for"`
+	EventID      string     `json:"event_id"`
+	WindowStart  *time.Time `json:"window_start"`
+	WindowEnd    *time.Time `json:"window_end"`
 }
 
 // RunLogged is what LogRun found: the run row's status after logging it. A
@@ -129,23 +131,23 @@ type RunRecord struct {
 // the same workflow ID (one the server has forgotten after its retention
 // period), and must not run its tasks again.
 type RunLogged struct {
-	Status string `json:"status"`
+	Status RunStatus `json:"status"`
 }
 
 // RunResult is a RunActivityWorkflow's result: the run and how each task ended.
 type RunResult struct {
 	RunID  string       `json:"run_id"`
-	Status string       `json:"status"`
+	Status RunStatus    `json:"status"`
 	Tasks  []TaskResult `json:"tasks"`
 }
 
 // TaskResult is how one task instance of a run ended.
 type TaskResult struct {
-	WorkflowID string `json:"workflow_id"`
-	TaskType   string `json:"task_type"`
-	Index      int    `json:"index"`
-	Status     string `json:"status"`
-	Error      string `json:"error,omitempty"`
+	WorkflowID string    `json:"workflow_id"`
+	TaskType   string    `json:"task_type"`
+	Index      int       `json:"index"`
+	Status     RunStatus `json:"status"`
+	Error      string    `json:"error,omitempty"`
 }
 
 // TaskInput starts a TaskInstanceWorkflow.
@@ -170,19 +172,40 @@ type TaskRecord struct {
 // Finish moves a run or task row to its final status.
 type Finish struct {
 	ID     string    `json:"id"`
-	Status string    `json:"status"`
+	Status RunStatus `json:"status"`
 	At     time.Time `json:"at"`
 	Error  string    `json:"error,omitempty"`
 }
 
-// Run and task statuses; rows only move forward along pending -> running ->
-// succeeded | failed.
+// RunStatus is the status of a run or task row, of a run's result and of a
+// task's outcome. A status only moves forward: pending -> running ->
+// succeeded | failed, where skipping running is allowed and a final status
+// never changes.
+type RunStatus string
+
+// The four statuses.
 const (
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
+	// StatusPending is a row that is logged (or admitted) but not started.
+	StatusPending RunStatus = "pending"
+	// StatusRunning is a started row.
+	StatusRunning RunStatus = "running"
+	// StatusSucceeded is a row that finished successfully; it is final.
+	StatusSucceeded RunStatus = "succeeded"
+	// StatusFailed is a row that finished with an error; it is final.
+	StatusFailed RunStatus = "failed"
 )
+
+// Valid reports whether s is one of the four statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case StatusPending, StatusRunning, StatusSucceeded, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Final reports whether s is succeeded or failed, a status that never changes.
+func (s RunStatus) Final() bool { return s == StatusSucceeded || s == StatusFailed }
 
 // FireInput is the argument a cron Schedule passes to every fire: the
 // definition as it was when the schedule was last synced.
@@ -219,7 +242,7 @@ type StartRunResult struct {
 	// Status is the run's final status (succeeded or failed) when the run had
 	// already ended and nothing was started; empty when the run was started
 	// or is under way.
-	Status string `json:"status,omitempty"`
+	Status RunStatus `json:"status,omitempty"`
 }
 
 // ActivityTaskOutcome reads the final status of a task row, failing (and so
@@ -232,8 +255,8 @@ const ErrTaskNotFinished = "TaskNotFinished"
 
 // TaskOutcome is the final status of a task row.
 type TaskOutcome struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	Status RunStatus `json:"status"`
+	Error  string    `json:"error,omitempty"`
 }
 
 // FireResult says what a schedule fire did: the plan and the run it started.

@@ -120,7 +120,7 @@ func RunActivityWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
-	if logged.Status == StatusSucceeded || logged.Status == StatusFailed {
+	if logged.Status.Final() {
 		workflow.GetLogger(ctx).Warn("run already finished in an earlier execution; its tasks do not run again", "run_id", runID, "status", logged.Status)
 		return RunResult{RunID: runID, Status: logged.Status}, nil
 	}

@@ -29,10 +29,10 @@ import (
 type platformFake struct {
 	mu          sync.Mutex
 	runs        map[string]workflows.RunRecord
-	runStatus   map[string]string
+	runStatus   map[string]workflows.RunStatus
 	runErrors   map[string]string
 	tasks       map[string]workflows.TaskRecord
-	taskStatus  map[string]string
+	taskStatus  map[string]workflows.RunStatus
 	taskErrors  map[string]string
 	logRunCalls int
 	taskCalls   map[string]int
@@ -51,8 +51,8 @@ type platformFake struct {
 
 func newPlatformFake() *platformFake {
 	return &platformFake{
-		runs: map[string]workflows.RunRecord{}, runStatus: map[string]string{}, runErrors: map[string]string{},
-		tasks: map[string]workflows.TaskRecord{}, taskStatus: map[string]string{}, taskErrors: map[string]string{},
+		runs: map[string]workflows.RunRecord{}, runStatus: map[string]workflows.RunStatus{}, runErrors: map[string]string{},
+		tasks: map[string]workflows.TaskRecord{}, taskStatus: map[string]workflows.RunStatus{}, taskErrors: map[string]string{},
 		taskCalls: map[string]int{}, failTimes: map[string]int{},
 	}
 }
@@ -102,7 +102,7 @@ func (f *platformFake) finishRun(_ context.Context, fin workflows.Finish) error 
 	if _, ok := f.runs[fin.ID]; !ok {
 		return fmt.Errorf("run %s finished before it was logged", fin.ID)
 	}
-	if final(f.runStatus[fin.ID]) {
+	if f.runStatus[fin.ID].Final() {
 		return nil
 	}
 	f.runStatus[fin.ID], f.runErrors[fin.ID] = fin.Status, fin.Error
@@ -142,17 +142,12 @@ func (f *platformFake) finishTask(_ context.Context, fin workflows.Finish) error
 	if _, ok := f.tasks[fin.ID]; !ok {
 		return fmt.Errorf("task %s finished before it was logged", fin.ID)
 	}
-	if final(f.taskStatus[fin.ID]) {
+	if f.taskStatus[fin.ID].Final() {
 		return nil
 	}
 	f.running--
 	f.taskStatus[fin.ID], f.taskErrors[fin.ID] = fin.Status, fin.Error
 	return nil
-}
-
-// final tells whether a row's status is terminal.
-func final(status string) bool {
-	return status == workflows.StatusSucceeded || status == workflows.StatusFailed
 }
 
 func (f *platformFake) runTask(ctx context.Context, in workflows.TaskInput) error {
@@ -247,7 +242,7 @@ func TestRunActivityWorkflowRecordsFailedTasks(t *testing.T) {
 	tests := []struct {
 		name       string
 		failTimes  int
-		wantStatus string
+		wantStatus workflows.RunStatus
 		wantCalls  int
 	}{
 		{"recovers within its retries", 2, workflows.StatusSucceeded, 3},

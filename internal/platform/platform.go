@@ -189,10 +189,8 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	}
 	workflowID := workflows.ManualRunWorkflowID(activityID, idempotencyKey)
 	runID := workflows.RunID(workflowID)
-	row := store.Run{
-		RunID: runID, WorkflowID: workflowID, ActivityID: def.ActivityID, TenantID: def.TenantID,
-		TriggerType: contracts.TriggerManual, CreatedAt: time.Now().UTC(),
-	}
+	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
+	row := store.Run{RunRecord: in.Record(workflowID), CreatedAt: time.Now().UTC()}
 	admission, err := s.Store.AdmitRun(ctx, row, def.MaxConcurrentRuns)
 	if err != nil {
 		return workflows.StartRunResult{}, err
@@ -218,7 +216,6 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	if admission.Ended() {
 		return workflows.StartRunResult{WorkflowID: workflowID, RunID: runID, Duplicate: true, Status: admission.Status}, nil
 	}
-	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
 	res, err := router.StartRun(ctx, s.Temporal, workflowID, in)
 	if err != nil && admission.Admitted {
 		err = errors.Join(err, s.abandon(ctx, workflowID, runID))
@@ -278,7 +275,7 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		var notFound *serviceerror.NotFound
 		status := "gone"
 		switch {
-		case errors.As(err, &notFound) && r.Status == store.StatusPending:
+		case errors.As(err, &notFound) && r.Status == workflows.StatusPending:
 			abandoned, err := s.Store.AbandonRun(ctx, r.RunID)
 			if err != nil {
 				return repaired, err
@@ -301,7 +298,7 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		if _, err := s.Store.FailOpenTasks(ctx, r.RunID, "the run's "+reason, now); err != nil {
 			return repaired, err
 		}
-		changed, err := s.Store.FinishRun(ctx, r.RunID, store.StatusFailed, reason, now)
+		changed, err := s.Store.FinishRun(ctx, r.RunID, workflows.StatusFailed, reason, now)
 		if err != nil {
 			return repaired, err
 		}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/platform"
-	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -120,7 +119,7 @@ func waitForRun(ctx context.Context, svc *platform.Service, runID string) error 
 	for {
 		v, err := svc.Run(ctx, runID)
 		switch {
-		case err == nil && (v.Status == store.StatusSucceeded || v.Status == store.StatusFailed):
+		case err == nil && v.Status.Final():
 			return nil
 		case err != nil && !errors.Is(err, platform.ErrNotFound):
 			return err

@@ -428,7 +428,7 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 	started := decode[map[string]any](t, first)
 	ctx := context.Background()
 	runID := started["run_id"].(string)
-	waitRow := func(status string) {
+	waitRow := func(status workflows.RunStatus) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			run, _, err := s.store.GetRun(ctx, runID)
@@ -441,7 +441,7 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	waitRow(store.StatusRunning)
+	waitRow(workflows.StatusRunning)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if n, err := s.store.CountTasks(ctx, runID); err == nil && n == 1 {
 			break
@@ -458,9 +458,9 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 	if second.status != http.StatusAccepted {
 		t.Fatalf("a run after the first was terminated: %d %s", second.status, second.body)
 	}
-	waitRow(store.StatusFailed)
+	waitRow(workflows.StatusFailed)
 	_, tasks, err := s.store.GetRun(ctx, runID)
-	if err != nil || len(tasks) != 1 || tasks[0].Status != store.StatusFailed {
+	if err != nil || len(tasks) != 1 || tasks[0].Status != workflows.StatusFailed {
 		t.Fatalf("task rows %+v (%v), want the terminated run's one task failed", tasks, err)
 	}
 }

@@ -52,7 +52,7 @@ func TestRunCancelledWhileLoggingEndsFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != store.StatusFailed || !strings.Contains(run.Error, "cancelled") || len(tasks) != 0 {
+	if run.Status != workflows.StatusFailed || !strings.Contains(run.Error, "cancelled") || len(tasks) != 0 {
 		t.Fatalf("run row %s (%q) with %d task rows, want failed as cancelled and no tasks", run.Status, run.Error, len(tasks))
 	}
 }
@@ -64,8 +64,7 @@ func TestTaskCancelledWhileLoggingEndsFailed(t *testing.T) {
 	ctx := background(t)
 	runWorkflowID := workflows.EventRunWorkflowID("a-cancel", "evt-cancel")
 	runID := workflows.RunID(runWorkflowID)
-	if _, err := o.store.LogRun(ctx, store.Run{RunID: runID, WorkflowID: runWorkflowID, ActivityID: "a-cancel", TenantID: "t-1",
-		TriggerType: contracts.TriggerEvent, EventID: "evt-cancel", Status: store.StatusRunning}); err != nil {
+	if _, err := o.store.LogRun(ctx, store.Run{RunRecord: workflows.RunRecord{RunID: runID, WorkflowID: runWorkflowID, ActivityID: "a-cancel", TenantID: "t-1", TriggerType: contracts.TriggerEvent, EventID: "evt-cancel"}, Status: workflows.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
 	taskID := workflows.TaskWorkflowID(runID, "noop", 0)
@@ -81,7 +80,7 @@ func TestTaskCancelledWhileLoggingEndsFailed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("task row after the cancellation: %v", err)
 	}
-	if task.Status != store.StatusFailed || !strings.Contains(task.Error, "cancelled") {
+	if task.Status != workflows.StatusFailed || !strings.Contains(task.Error, "cancelled") {
 		t.Fatalf("task row %s (%q), want failed as cancelled", task.Status, task.Error)
 	}
 	for _, e := range o.history(taskID) {

@@ -20,7 +20,6 @@ import (
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/histories"
-	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -141,7 +140,7 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) != 1 || runs[0].Status != store.StatusSucceeded || runs[0].RunID != workflows.RunID(workflowID) || runs[0].EventID != results[0].EventID {
+		if len(runs) != 1 || runs[0].Status != workflows.StatusSucceeded || runs[0].RunID != workflows.RunID(workflowID) || runs[0].EventID != results[0].EventID {
 			t.Fatalf("run rows %+v, want one succeeded row for %s", runs, workflowID)
 		}
 		_, tasks, err := h.store.GetRun(ctx, runs[0].RunID)
@@ -152,7 +151,7 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 			t.Fatalf("%d task rows, want 5", len(tasks))
 		}
 		for _, task := range tasks {
-			if task.Status != store.StatusSucceeded {
+			if task.Status != workflows.StatusSucceeded {
 				t.Errorf("task %s is %s", task.ID, task.Status)
 			}
 		}

@@ -138,7 +138,7 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 				if !r.ScheduledFor.Equal(w.scheduled) || !r.WindowStart.Equal(w.start) || !r.WindowEnd.Equal(w.end) {
 					t.Errorf("run %d: scheduled %v window [%v, %v], want %v [%v, %v]", i, r.ScheduledFor, r.WindowStart, r.WindowEnd, w.scheduled, w.start, w.end)
 				}
-				if want := workflows.CronRunWorkflowID(def.ActivityID, w.scheduled); r.WorkflowID != want || r.Status != store.StatusSucceeded {
+				if want := workflows.CronRunWorkflowID(def.ActivityID, w.scheduled); r.WorkflowID != want || r.Status != workflows.StatusSucceeded {
 					t.Errorf("run %d: workflow %s %s, want %s succeeded", i, r.WorkflowID, r.Status, want)
 				}
 			}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/dbtest"
-	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -82,7 +81,7 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 1 || runs[0].Status != store.StatusSucceeded {
+	if len(runs) != 1 || runs[0].Status != workflows.StatusSucceeded {
 		t.Fatalf("run rows %+v, want one succeeded", runs)
 	}
 	_, tasks, err := h.store.GetRun(ctx, runs[0].RunID)

@@ -109,11 +109,11 @@ func (h *harness) requireRan(ctx context.Context, runID string, tasks int) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if run.Status != store.StatusSucceeded || len(rows) != tasks {
+	if run.Status != workflows.StatusSucceeded || len(rows) != tasks {
 		h.t.Fatalf("run row %s (%q) with %d task rows, want succeeded with %d", run.Status, run.Error, len(rows), tasks)
 	}
 	for _, task := range rows {
-		if task.Status != store.StatusSucceeded {
+		if task.Status != workflows.StatusSucceeded {
 			h.t.Fatalf("task %s is %s", task.ID, task.Status)
 		}
 	}
@@ -139,7 +139,7 @@ func TestRetriedManualRunRunsAfterRepair(t *testing.T) {
 		t.Fatalf("a start Temporal never saw: %d %v, want 503", code, body)
 	}
 	workflowID := workflows.ManualRunWorkflowID(def.ActivityID, "export-1")
-	if row, _, err := h.store.GetRun(ctx, workflows.RunID(workflowID)); err != nil || row.Status != store.StatusPending {
+	if row, _, err := h.store.GetRun(ctx, workflows.RunID(workflowID)); err != nil || row.Status != workflows.StatusPending {
 		t.Fatalf("row after the failed start: %+v, %v; want it kept pending", row, err)
 	}
 	time.Sleep(1100 * time.Millisecond) // older than StaleAfter
@@ -201,7 +201,7 @@ func TestRepairGivesBackAFireRowAndTheRetriedFireRuns(t *testing.T) {
 		}
 		return false, nil
 	})
-	if row, _, err := h.store.GetRun(ctx, runID); err != nil || row.Status != store.StatusPending {
+	if row, _, err := h.store.GetRun(ctx, runID); err != nil || row.Status != workflows.StatusPending {
 		t.Fatalf("the fire's row: %+v, %v; want pending", row, err)
 	}
 
@@ -214,7 +214,7 @@ func TestRepairGivesBackAFireRowAndTheRetriedFireRuns(t *testing.T) {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		t.Fatal(err)
-	case row.Status != store.StatusPending:
+	case row.Status != workflows.StatusPending:
 		t.Fatalf("repair closed the row of a run that never started as %s (%q); want it given back", row.Status, row.Error)
 	}
 
@@ -257,7 +257,7 @@ func TestRetryOfAFinishedManualRunSaysHowItEnded(t *testing.T) {
 	later := newHarness(t, nil, db)
 	later.startWorker()
 	code, again := postRun(t, serveAPI(t, later.svc, dedup.NewMemoryStore(0)), def.ActivityID, "report-1")
-	if code != http.StatusOK || again["duplicate"] != true || again["status"] != store.StatusSucceeded ||
+	if code != http.StatusOK || again["duplicate"] != true || again["status"] != workflows.StatusSucceeded ||
 		again["run_id"] != started["run_id"] || again["workflow_id"] != workflowID {
 		t.Fatalf("retry of a finished run: %d %v, want 200 duplicate with status succeeded", code, again)
 	}
