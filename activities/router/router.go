@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -34,6 +33,8 @@ type Router struct {
 	Temporal      client.Client
 	Subscriptions Subscriptions
 	Logger        *slog.Logger
+	// Start starts each run; nil means StartRun, one try per run.
+	Start StartFunc
 }
 
 // Routed is what Route did with one event: the event's ID (derived when the
@@ -80,7 +81,7 @@ func (r *Router) Route(ctx context.Context, env contracts.EventEnvelope) (Routed
 				ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerEvent,
 				EventID: env.EventID, Tasks: def.Tasks, Payload: env.Payload,
 			}
-			res, err := StartRun(ctx, r.Temporal, id, in)
+			res, err := r.start()(ctx, r.Temporal, id, in)
 			out.Runs[i] = RunStarted{ActivityID: def.ActivityID, WorkflowID: id, RunID: res.RunID, Duplicate: res.Duplicate}
 			errs[i] = err
 			if err == nil && res.Duplicate {
@@ -92,6 +93,13 @@ func (r *Router) Route(ctx context.Context, env contracts.EventEnvelope) (Routed
 	return out, errors.Join(errs...)
 }
 
+func (r *Router) start() StartFunc {
+	if r.Start == nil {
+		return StartRun
+	}
+	return r.Start
+}
+
 func (r *Router) logger() *slog.Logger {
 	if r.Logger == nil {
 		return slog.Default()
@@ -99,15 +107,16 @@ func (r *Router) logger() *slog.Logger {
 	return r.Logger
 }
 
-// startAttempts bounds how often StartRun retries a transient failure before
-// it gives up and returns the error to its caller.
-const startAttempts = 5
+// StartFunc starts one run; StartRun is the one the project uses, with
+// retries around it where its caller has none of its own.
+type StartFunc func(ctx context.Context, c client.Client, workflowID string, in workflows.RunInput) (workflows.StartRunResult, error)
 
 // StartRun starts RunActivityWorkflow with workflowID under reuse policy
-// REJECT_DUPLICATE and conflict policy FAIL. A workflow that already exists
-// under that ID, running or closed, is reported as Duplicate rather than as an
-// error, and never attached to. Transient failures (server unavailable or
-// overloaded) are retried with backoff a few times.
+// REJECT_DUPLICATE and conflict policy FAIL, in one try. A workflow that
+// already exists under that ID, running or closed, is reported as Duplicate
+// rather than as an error, and never attached to. It does not retry: inside
+// an activity Temporal's retry policy does, elsewhere the caller wraps it
+// (backoff.Retry with backoff.Transient).
 func StartRun(ctx context.Context, c client.Client, workflowID string, in workflows.RunInput) (workflows.StartRunResult, error) {
 	res := workflows.StartRunResult{WorkflowID: workflowID, RunID: workflows.RunID(workflowID)}
 	opts := client.StartWorkflowOptions{
@@ -117,32 +126,14 @@ func StartRun(ctx context.Context, c client.Client, workflowID string, in workfl
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		_, err := c.ExecuteWorkflow(ctx, opts, workflows.RunActivityWorkflowType, in)
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		switch {
-		case err == nil:
-			return res, nil
-		case errors.As(err, &started):
-			res.Duplicate = true
-			return res, nil
-		case !transient(err) || attempt == startAttempts:
-			return res, fmt.Errorf("starting %s: %w", workflowID, err)
-		}
-		select {
-		case <-ctx.Done():
-			return res, fmt.Errorf("starting %s: %w (after %v)", workflowID, ctx.Err(), err)
-		case <-time.After(wait):
-		}
-		wait *= 2
+	_, err := c.ExecuteWorkflow(ctx, opts, workflows.RunActivityWorkflowType, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &started):
+		res.Duplicate = true
+		return res, nil
 	}
-}
-
-// transient tells whether a start failure may succeed when tried again.
-func transient(err error) bool {
-	var unavailable *serviceerror.Unavailable
-	var exhausted *serviceerror.ResourceExhausted
-	var deadline *serviceerror.DeadlineExceeded
-	return errors.As(err, &unavailable) || errors.As(err, &exhausted) || errors.As(err, &deadline)
+	return res, fmt.Errorf("starting %s: %w", workflowID, err)
 }

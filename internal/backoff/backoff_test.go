@@ -19,20 +19,24 @@ func TestRetry(t *testing.T) {
 	tests := []struct {
 		name      string
 		failures  []error // what the first tries return
+		attempts  int
 		timeout   time.Duration
 		wantErr   error
 		wantTries int
 	}{
-		{"succeeds after two waits", []error{errDown, errDown}, time.Minute, nil, 3},
-		{"returns a permanent error at once", []error{errors.ErrUnsupported}, time.Minute, errors.ErrUnsupported, 1},
-		{"gives up when the context ends", []error{errDown, errDown, errDown, errDown, errDown}, 600 * time.Millisecond, context.DeadlineExceeded, 2},
+		{"succeeds after two waits", []error{errDown, errDown}, 0, time.Minute, nil, 3},
+		{"returns a permanent error at once", []error{errors.ErrUnsupported}, 0, time.Minute, errors.ErrUnsupported, 1},
+		{"gives up when the context ends", []error{errDown, errDown, errDown, errDown, errDown}, 0, 600 * time.Millisecond, context.DeadlineExceeded, 2},
+		{"gives up when the attempts run out", []error{errDown, errDown, errDown}, 2, time.Minute, errDown, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
 			defer cancel()
 			tries := 0
-			v, err := backoff.Retry(ctx, quiet, onlyDown, func() (int, error) {
+			p := backoff.Dependency(quiet)
+			p.Attempts = tt.attempts
+			v, err := backoff.Retry(ctx, p, onlyDown, func(context.Context) (int, error) {
 				tries++
 				if tries <= len(tt.failures) {
 					return 0, tt.failures[tries-1]

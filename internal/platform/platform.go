@@ -21,6 +21,7 @@ import (
 	"github.com/entityflow/entityflow/activities/router"
 	"github.com/entityflow/entityflow/activities/schedules"
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -166,7 +167,7 @@ func (s *Service) Subscribers(ctx context.Context, tenantID, eventType string) (
 // Deliver routes an event: one run per subscribed definition, duplicates
 // reported as such.
 func (s *Service) Deliver(ctx context.Context, env contracts.EventEnvelope) (router.Routed, error) {
-	r := router.Router{Temporal: s.Temporal, Subscriptions: s, Logger: s.Logger}
+	r := router.Router{Temporal: s.Temporal, Subscriptions: s, Logger: s.Logger, Start: s.startRun}
 	return r.Route(ctx, env)
 }
 
@@ -216,7 +217,7 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 	if admission.Ended() {
 		return workflows.StartRunResult{WorkflowID: workflowID, RunID: runID, Duplicate: true, Status: admission.Status}, nil
 	}
-	res, err := router.StartRun(ctx, s.Temporal, workflowID, in)
+	res, err := s.startRun(ctx, s.Temporal, workflowID, in)
 	if err != nil && admission.Admitted {
 		err = errors.Join(err, s.abandon(ctx, workflowID, runID))
 	}
@@ -224,6 +225,16 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 		res.Duplicate = true
 	}
 	return res, err
+}
+
+// startRun is router.StartRun retried while Temporal fails transiently (a few
+// tries, backing off from 100 ms), for the commands of the CLI and the HTTP
+// API, which have no retry policy of their own.
+func (s *Service) startRun(ctx context.Context, c client.Client, workflowID string, in workflows.RunInput) (workflows.StartRunResult, error) {
+	p := backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Attempts: 5, Logger: s.logger(), Level: slog.LevelWarn}
+	return backoff.Retry(ctx, p, backoff.Transient, func(ctx context.Context) (workflows.StartRunResult, error) {
+		return router.StartRun(ctx, c, workflowID, in)
+	}, "starting a run", "workflow_id", workflowID)
 }
 
 // abandon gives back the slot of a run whose start failed, unless the

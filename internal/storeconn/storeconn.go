@@ -16,7 +16,8 @@ import (
 // exponential backoff while the database is unavailable and logging each
 // wait. Other errors (a malformed URL, a failed migration) return at once.
 func Open(ctx context.Context, databaseURL string, logger *slog.Logger) (*store.Store, error) {
-	st, err := backoff.Retry(ctx, logger, store.IsUnavailable, func() (*store.Store, error) { return store.Open(ctx, databaseURL) },
+	st, err := backoff.Retry(ctx, backoff.Dependency(logger), store.IsUnavailable,
+		func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, databaseURL) },
 		"database not reachable yet; retrying")
 	if err != nil {
 		return nil, fmt.Errorf("opening database: %w", err)

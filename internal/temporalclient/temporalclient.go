@@ -48,7 +48,8 @@ func Options(address, namespace string, logger *slog.Logger) (client.Options, er
 // server answers or ctx ends, and logs each wait so an operator sees why.
 func Dial(ctx context.Context, opts client.Options, logger *slog.Logger) (client.Client, error) {
 	always := func(error) bool { return true }
-	c, err := backoff.Retry(ctx, logger, always, func() (client.Client, error) { return client.DialContext(ctx, opts) },
+	c, err := backoff.Retry(ctx, backoff.Dependency(logger), always,
+		func(ctx context.Context) (client.Client, error) { return client.DialContext(ctx, opts) },
 		"Temporal not reachable yet; retrying", "address", opts.HostPort)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
