@@ -58,8 +58,7 @@ func newPlatformFake() *platformFake {
 }
 
 func (f *platformFake) register(env *testsuite.TestWorkflowEnvironment) {
-	env.RegisterWorkflowWithOptions(workflows.RunActivityWorkflow, workflow.RegisterOptions{Name: workflows.RunActivityWorkflowType})
-	env.RegisterWorkflowWithOptions(workflows.TaskInstanceWorkflow, workflow.RegisterOptions{Name: workflows.TaskInstanceWorkflowType})
+	workflows.RegisterPlatform(env)
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(f.logRun, workflows.ActivityLogRun)
 	reg(f.finishRun, workflows.ActivityFinishRun)

@@ -44,7 +44,7 @@ func TestScheduleFireWorkflow(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			s.SetLogger(testLogger(t))
 			env := s.NewTestWorkflowEnvironment()
-			env.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+			workflows.RegisterPlatform(env)
 			// The test environment applies search attributes to children only, so
 			// the Schedule's part is played by a parent workflow.
 			env.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
@@ -101,7 +101,7 @@ func TestScheduleFireWorkflowNeedsAFireTime(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(testLogger(t))
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	workflows.RegisterPlatform(env)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "started-by-hand"})
 	env.ExecuteWorkflow(workflows.ScheduleFireWorkflowType, workflows.FireInput{Definition: cronDefinition()})
 	var appErr *temporal.ApplicationError

@@ -13,12 +13,12 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/activities/store"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -7,7 +7,6 @@ package platformworker
 import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/workflows"
@@ -17,9 +16,7 @@ import (
 // activities.
 func New(c client.Client, p *activities.Platform, opts worker.Options) worker.Worker {
 	w := worker.New(c, workflows.ActivitiesTaskQueue, opts)
-	w.RegisterWorkflowWithOptions(workflows.RunActivityWorkflow, workflow.RegisterOptions{Name: workflows.RunActivityWorkflowType})
-	w.RegisterWorkflowWithOptions(workflows.TaskInstanceWorkflow, workflow.RegisterOptions{Name: workflows.TaskInstanceWorkflowType})
-	w.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	workflows.RegisterPlatform(w)
 	p.Register(w)
 	return w
 }

@@ -7,7 +7,6 @@ package rewardsworker
 import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/workflows"
@@ -17,7 +16,7 @@ import (
 // reports go to recorder; search attribute support is read from namespace.
 func New(c client.Client, namespace string, recorder activities.RewardsRecorder, opts worker.Options) worker.Worker {
 	w := worker.New(c, workflows.RewardsTaskQueue, opts)
-	w.RegisterWorkflowWithOptions(workflows.RewardsWorkflow, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
+	workflows.RegisterRewards(w)
 	acts := &activities.Rewards{
 		Recorder:         recorder,
 		SearchAttributes: activities.ClientSearchAttributes(c, namespace),

@@ -257,7 +257,7 @@ func TestRetryOfAFinishedManualRunSaysHowItEnded(t *testing.T) {
 	later := newHarness(t, nil, db)
 	later.startWorker()
 	code, again := postRun(t, serveAPI(t, later.svc, dedup.NewMemoryStore(0)), def.ActivityID, "report-1")
-	if code != http.StatusOK || again["duplicate"] != true || again["status"] != workflows.StatusSucceeded ||
+	if code != http.StatusOK || again["duplicate"] != true || again["status"] != string(workflows.StatusSucceeded) ||
 		again["run_id"] != started["run_id"] || again["workflow_id"] != workflowID {
 		t.Fatalf("retry of a finished run: %d %v, want 200 duplicate with status succeeded", code, again)
 	}
