@@ -2,12 +2,9 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -19,68 +16,27 @@ import (
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/dedup/redisstore"
+	"github.com/entityflow/entityflow/internal/dbtest"
 )
 
-// testURL is the Redis the tests use: TEST_REDIS_URL, or the local server.
-func testURL() string {
-	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-// testClient connects to the test Redis. Without a reachable server the test
-// is skipped, unless REQUIRE_SERVICES is set (as in CI), where that is a
-// failure.
-func testClient(t testing.TB) *redis.Client {
+// testStore returns a Store on the test Redis under a prefix of the test's
+// own (dbtest.Redis), with the client to look at its keys.
+func testStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := redisstore.Open(ctx, testURL())
-	if err != nil {
-		if os.Getenv("REQUIRE_SERVICES") != "" {
-			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
-		}
-		t.Skipf("Redis not reachable (%v); set TEST_REDIS_URL", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// testPrefix returns a key prefix of the test's own and deletes its keys
-// when the test ends.
-func testPrefix(t testing.TB, c *redis.Client) string {
-	t.Helper()
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	prefix := "entityflow-test:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				t.Logf("deleting %q: %v", iter.Val(), err)
-			}
-		}
-		if err := iter.Err(); err != nil {
-			t.Logf("listing %s*: %v", prefix, err)
-		}
-	})
-	return prefix
+	c, prefix := dbtest.Redis(t)
+	return redisstore.New(c, prefix), c, prefix
 }
 
 func TestConformance(t *testing.T) {
-	c := testClient(t)
 	keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
-		return redisstore.New(c, testPrefix(t, c)), keystoretest.RealClock{}
+		s, _, _ := testStore(t)
+		return s, keystoretest.RealClock{}
 	})
 }
 
 func TestKeysExpireInRedis(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(t)
-	prefix := testPrefix(t, c)
-	s := redisstore.New(c, prefix)
+	s, c, prefix := testStore(t)
 
 	claim, err := s.Claim(ctx, "k", "fp", 30*time.Second)
 	require.NoError(t, err)
@@ -102,9 +58,7 @@ func TestKeysExpireInRedis(t *testing.T) {
 
 func TestLockExpiresWithoutKeyExpiry(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(t)
-	prefix := testPrefix(t, c)
-	s := redisstore.New(c, prefix)
+	s, c, prefix := testStore(t)
 
 	stale, err := s.Claim(ctx, "k", "fp", 200*time.Millisecond)
 	require.NoError(t, err)
@@ -120,9 +74,7 @@ func TestLockExpiresWithoutKeyExpiry(t *testing.T) {
 
 func TestForeignHash(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(t)
-	prefix := testPrefix(t, c)
-	s := redisstore.New(c, prefix)
+	s, c, prefix := testStore(t)
 
 	require.NoError(t, c.HSet(ctx, prefix+"no-state", "something", "else").Err())
 	claim, err := s.Claim(ctx, "no-state", "fp", time.Minute)
@@ -183,6 +135,6 @@ func TestUnavailable(t *testing.T) {
 }
 
 func BenchmarkClaimComplete(b *testing.B) {
-	c := testClient(b)
-	keystoretest.BenchmarkClaimComplete(b, redisstore.New(c, testPrefix(b, c)))
+	s, _, _ := testStore(b)
+	keystoretest.BenchmarkClaimComplete(b, s)
 }

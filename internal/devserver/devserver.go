@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -140,9 +141,9 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	return srv, nil
 }
 
-// ForTest starts a server for a test and stops it when the test ends. Without a
-// CLI the test is skipped, unless REQUIRE_SERVICES is set (as in CI), where a
-// missing server is a failure.
+// ForTest starts a server for a test and stops it when the test ends. Under
+// -short, or without a CLI, the test is skipped, unless REQUIRE_SERVICES is
+// set (as in CI), where a missing CLI is a failure (RequireCLI).
 func ForTest(t testing.TB, opts Options) *testsuite.DevServer {
 	t.Helper()
 	RequireCLI(t)
@@ -159,14 +160,13 @@ func ForTest(t testing.TB, opts Options) *testsuite.DevServer {
 	return srv
 }
 
-// RequireCLI skips the test when there is no Temporal CLI, or fails it when
-// REQUIRE_SERVICES is set (as in CI), where a missing server is a failure.
+// RequireCLI is for a test that starts dev servers: it skips the test under
+// -short (no dev servers there), and when there is no Temporal CLI, unless
+// REQUIRE_SERVICES is set (as in CI), where a missing CLI is a failure
+// (testenv).
 func RequireCLI(t testing.TB) {
 	t.Helper()
-	if _, err := Binary(); err != nil {
-		if os.Getenv("REQUIRE_SERVICES") != "" {
-			t.Fatalf("REQUIRE_SERVICES is set: %v", err)
-		}
-		t.Skip(err)
-	}
+	testenv.Short(t, "a Temporal dev server")
+	_, err := Binary()
+	testenv.Require(t, "the Temporal CLI", err)
 }

@@ -2,13 +2,7 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
@@ -25,8 +19,8 @@ type idemStore struct {
 }
 
 // idemStores are the three KeyStores of the project, SQL on both databases.
-// Redis and PostgreSQL are skipped when unreachable, unless REQUIRE_SERVICES
-// is set.
+// Redis and PostgreSQL are skipped under -short and when unreachable, unless
+// REQUIRE_SERVICES is set.
 var idemStores = []idemStore{
 	{"memory", func(testing.TB) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
 	{"redis", idemRedisStore},
@@ -42,49 +36,11 @@ func idemEachStore(t *testing.T, test func(t *testing.T, ks dedup.KeyStore)) {
 	}
 }
 
-// idemRedisURL is the Redis the tests use: TEST_REDIS_URL, or the local one.
-func idemRedisURL() string {
-	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
 // idemRedisStore returns a redisstore.Store under a prefix of the test's
-// own, whose keys are deleted when the test ends.
+// own, whose keys are deleted when the test ends (dbtest.Redis).
 func idemRedisStore(t testing.TB) dedup.KeyStore {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	client, err := redisstore.Open(ctx, idemRedisURL())
-	if err != nil {
-		if os.Getenv("REQUIRE_SERVICES") != "" {
-			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
-		}
-		t.Skipf("Redis not reachable (%v); set TEST_REDIS_URL", err)
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	prefix := "entityflow-httpapi-test:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		defer client.Close()
-		idemDeleteRedisPrefix(t, client, prefix)
-	})
-	return redisstore.New(client, prefix)
-}
-
-// idemDeleteRedisPrefix deletes every key under prefix.
-func idemDeleteRedisPrefix(t testing.TB, client *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if err := client.Del(ctx, iter.Val()).Err(); err != nil {
-			t.Logf("deleting %q: %v", iter.Val(), err)
-		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Logf("listing %s*: %v", prefix, err)
-	}
+	return redisstore.New(dbtest.Redis(t))
 }
 
 // idemSQLStore opens the database at url (running its migrations) and
