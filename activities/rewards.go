@@ -19,8 +19,8 @@ import (
 // RewardsRecorder stores the facts a rewards entity reports. Implementations
 // must be idempotent: an activity may run more than once for the same fact.
 type RewardsRecorder interface {
-	// RecordEnrollment records the enrolment and reports whether the customer
-	// is enrolled: one who has unenrolled stays so unless e.Reenrol is set.
+	// RecordEnrollment records the enrollment and reports whether the customer
+	// is enrolled: one who has unenrolled stays so unless e.Reenroll is set.
 	RecordEnrollment(ctx context.Context, e workflows.Enrollment) (enrolled bool, err error)
 	RecordTierChange(ctx context.Context, c workflows.TierChange) error
 	RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error
@@ -46,12 +46,12 @@ func (a *Rewards) Register(r worker.ActivityRegistry) {
 
 // Enroll records that a customer is enrolled and reports whether the
 // customer is: a customer who has unenrolled is enrolled again only by an
-// explicit re-enrolment (in.Reenrol), so that an event for them never starts
+// explicit re-enrollment (in.Reenroll), so that an event for them never starts
 // a fresh entity by accident.
 func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) (workflows.EnrollmentResult, error) {
 	enrolled, err := a.Recorder.RecordEnrollment(ctx, in)
 	if err != nil {
-		return workflows.EnrollmentResult{}, fmt.Errorf("recording enrolment of %s: %w", in.CustomerID, err)
+		return workflows.EnrollmentResult{}, fmt.Errorf("recording enrollment of %s: %w", in.CustomerID, err)
 	}
 	return workflows.EnrollmentResult{Enrolled: enrolled}, nil
 }
@@ -67,7 +67,7 @@ func (a *Rewards) NotifyTierChange(ctx context.Context, in workflows.TierChange)
 // RecordUnenrollment records that a customer left.
 func (a *Rewards) RecordUnenrollment(ctx context.Context, in workflows.Unenrollment) error {
 	if err := a.Recorder.RecordUnenrollment(ctx, in); err != nil {
-		return fmt.Errorf("recording unenrolment of %s: %w", in.CustomerID, err)
+		return fmt.Errorf("recording unenrollment of %s: %w", in.CustomerID, err)
 	}
 	return nil
 }
@@ -102,14 +102,14 @@ func ClientSearchAttributes(c client.Client, namespace string) SearchAttributeLi
 
 // LogRecorder is a RewardsRecorder that writes each fact to a structured log.
 // Having no memory, it reports every customer enrolled: it suits tests and
-// tools, not a deployment, where unenrolment must stay final.
+// tools, not a deployment, where unenrollment must stay final.
 type LogRecorder struct {
 	Logger *slog.Logger
 }
 
-// RecordEnrollment logs an enrolment.
+// RecordEnrollment logs an enrollment.
 func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
-	r.Logger.InfoContext(ctx, "customer enrolled", "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenrol", e.Reenrol)
+	r.Logger.InfoContext(ctx, "customer enrolled", "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenroll", e.Reenroll)
 	return true, nil
 }
 
@@ -119,7 +119,7 @@ func (r LogRecorder) RecordTierChange(ctx context.Context, c workflows.TierChang
 	return nil
 }
 
-// RecordUnenrollment logs an unenrolment.
+// RecordUnenrollment logs an unenrollment.
 func (r LogRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
 	r.Logger.InfoContext(ctx, "customer unenrolled", "customer_id", u.CustomerID, "points", u.Points, "lifetime_points", u.LifetimePoints)
 	return nil

@@ -13,10 +13,10 @@ type StoreRecorder struct {
 	Store *store.Store
 }
 
-// RecordEnrollment stores the enrolment (the first one wins) and reports
-// whether the customer is enrolled (store.Enrol).
+// RecordEnrollment stores the enrollment (the first one wins) and reports
+// whether the customer is enrolled (store.Enroll).
 func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
-	return r.Store.Enrol(ctx, e.CustomerID, e.EnrolledAt, e.Reenrol)
+	return r.Store.Enroll(ctx, e.CustomerID, e.EnrolledAt, e.Reenroll)
 }
 
 // RecordTierChange stores the tier change (once per customer, time and tier).
@@ -25,8 +25,8 @@ func (r StoreRecorder) RecordTierChange(ctx context.Context, c workflows.TierCha
 	return err
 }
 
-// RecordUnenrollment stores the unenrolment (only the first one sets it).
+// RecordUnenrollment stores the unenrollment (only the first one sets it).
 func (r StoreRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
-	_, err := r.Store.RecordUnenrolment(ctx, u.CustomerID, u.UnenrolledAt)
+	_, err := r.Store.RecordUnenrollment(ctx, u.CustomerID, u.UnenrolledAt)
 	return err
 }

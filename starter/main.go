@@ -45,7 +45,7 @@ commands:
   points     apply a point event to a customer (creates the customer on first use)
   status     print a customer's status
   unenroll   end a customer's rewards entity (final until enroll)
-  enroll     enrol a customer, or re-enrol one who unenrolled
+  enroll     enroll a customer, or re-enroll one who unenrolled
   define     create or replace an activity definition (and its Schedule when cron-triggered)
   event      deliver an event envelope: start the runs of every subscribed activity
   run        start a run of an activity by hand
@@ -238,8 +238,8 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	return print(out, *g.asJSON, st, statusText(st))
 }
 
-// enrollCommand enrols a customer: the explicit re-enrolment after an
-// unenrolment (the entity starts again with no points), nothing for a
+// enrollCommand enrolls a customer: the explicit re-enrollment after an
+// unenrollment (the entity starts again with no points), nothing for a
 // customer who is enrolled.
 func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)

@@ -15,7 +15,7 @@ import (
 )
 
 // ErrNotFound is returned, wrapped, when the run, task, definition or
-// enrolment asked for does not exist.
+// enrollment asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
 // ErrConflict is returned, wrapped, by LogRun and LogTask when the key is

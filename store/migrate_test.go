@@ -154,15 +154,15 @@ func TestMigrateRenamesEnrollments(t *testing.T) {
 
 			s := openStore(t, url)
 			requireAllApplied(t, s)
-			in, err := s.Enrolment(ctx, "in")
+			in, err := s.Enrollment(ctx, "in")
 			require.NoError(t, err)
 			assert.Equal(t, ptr(at(0)), in.EnrolledAt)
 			assert.Nil(t, in.UnenrolledAt)
-			out, err := s.Enrolment(ctx, "out")
+			out, err := s.Enrollment(ctx, "out")
 			require.NoError(t, err)
 			assert.Equal(t, ptr(at(time.Hour)), out.UnenrolledAt)
 
-			enrolled, err := s.Enrol(ctx, "out", at(2*time.Hour), false)
+			enrolled, err := s.Enroll(ctx, "out", at(2*time.Hour), false)
 			require.NoError(t, err)
 			assert.False(t, enrolled, "an unenrollment on record before the upgrade stays final")
 			var rows int

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// EnrolmentRow is a rewards customer's enrolment, a row of
+// EnrollmentRow is a rewards customer's enrollment, a row of
 // rewards_enrollments. UnenrolledAt is nil while the customer is enrolled.
-type EnrolmentRow struct {
+type EnrollmentRow struct {
 	CustomerID string `json:"customer_id"`
-	// EnrolledAt is nil when only an unenrolment is on record.
+	// EnrolledAt is nil when only an unenrollment is on record.
 	EnrolledAt   *time.Time `json:"enrolled_at"`
 	UnenrolledAt *time.Time `json:"unenrolled_at"`
 }
@@ -27,44 +27,44 @@ type TierChangeRow struct {
 	Points     int64     `json:"points"`
 }
 
-// Enrol records that customer customerID is enrolled as of the given time
+// Enroll records that customer customerID is enrolled as of the given time
 // and reports whether the customer is enrolled afterwards. A customer seen for
 // the first time is enrolled; an enrolled one stays so, keeping the first
-// enrolment time (a retry changes nothing); a customer who has unenrolled
-// stays unenrolled, unless reopen is set, the explicit re-enrolment, which
-// enrols them again from the given time. Unenrolment is therefore final for
+// enrollment time (a retry changes nothing); a customer who has unenrolled
+// stays unenrolled, unless reopen is set, the explicit re-enrollment, which
+// enrolls them again from the given time. Unenrollment is therefore final for
 // every path but one: an event that starts a fresh entity after the old one
 // ended (and after Temporal's retention forgot it) finds the record here.
-func (s *Store) Enrol(ctx context.Context, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
+func (s *Store) Enroll(ctx context.Context, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
 	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, enrolled_at)
 		VALUES ($1, $2)
 		ON CONFLICT (customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
 		WHERE rewards_enrollments.unenrolled_at IS NOT NULL AND $3 = TRUE`,
 		customerID, dbTime(at), reopen)
 	if err != nil {
-		return false, fmt.Errorf("enrol %s: %w", customerID, err)
+		return false, fmt.Errorf("enroll %s: %w", customerID, err)
 	}
-	row, err := s.Enrolment(ctx, customerID)
+	row, err := s.Enrollment(ctx, customerID)
 	if err != nil {
-		return false, fmt.Errorf("enrol %s: %w", customerID, err)
+		return false, fmt.Errorf("enroll %s: %w", customerID, err)
 	}
 	return row.UnenrolledAt == nil, nil
 }
 
-// RecordUnenrolment records that customer customerID left at the given time
-// and reports whether this call recorded it; the first unenrolment of an
-// enrolment is kept. A customer with no enrolment on record (enrolled before
-// the database recorder, or whose enrolment is still being recorded) gets a
-// record holding only the unenrolment.
-func (s *Store) RecordUnenrolment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
+// RecordUnenrollment records that customer customerID left at the given time
+// and reports whether this call recorded it; the first unenrollment of an
+// enrollment is kept. A customer with no enrollment on record (enrolled before
+// the database recorder, or whose enrollment is still being recorded) gets a
+// record holding only the unenrollment.
+func (s *Store) RecordUnenrollment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
 	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, unenrolled_at)
 		VALUES ($1, $2)
 		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
 		WHERE rewards_enrollments.unenrolled_at IS NULL`, customerID, dbTime(at))
 	if err != nil {
-		return false, fmt.Errorf("record unenrolment of %s: %w", customerID, err)
+		return false, fmt.Errorf("record unenrollment of %s: %w", customerID, err)
 	}
-	return affected(res, "record unenrolment of "+customerID)
+	return affected(res, "record unenrollment of "+customerID)
 }
 
 // RecordTierChange records that customer customerID moved from tier from to
@@ -79,9 +79,9 @@ func (s *Store) RecordTierChange(ctx context.Context, customerID, from, to strin
 	return affected(res, "record tier change of "+customerID)
 }
 
-// Enrolment returns the enrolment of customer customerID, or ErrNotFound.
-func (s *Store) Enrolment(ctx context.Context, customerID string) (EnrolmentRow, error) {
-	e := EnrolmentRow{CustomerID: customerID}
+// Enrollment returns the enrollment of customer customerID, or ErrNotFound.
+func (s *Store) Enrollment(ctx context.Context, customerID string) (EnrollmentRow, error) {
+	e := EnrollmentRow{CustomerID: customerID}
 	var enrolled, unenrolled scanTime
 	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE customer_id = $1`,
 		customerID).Scan(&enrolled, &unenrolled)
@@ -89,7 +89,7 @@ func (s *Store) Enrolment(ctx context.Context, customerID string) (EnrolmentRow,
 		err = ErrNotFound
 	}
 	if err != nil {
-		return EnrolmentRow{}, fmt.Errorf("get enrolment of %s: %w", customerID, err)
+		return EnrollmentRow{}, fmt.Errorf("get enrollment of %s: %w", customerID, err)
 	}
 	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
 	return e, nil

@@ -24,8 +24,8 @@ const (
 	SignalUnenroll = "unenroll"
 	// QueryGetStatus returns the entity's Status.
 	QueryGetStatus = "get-status"
-	// UpdateEnroll enrols the customer, and re-enrols one who has unenrolled:
-	// the only way back after an unenrolment. It returns the entity's Status.
+	// UpdateEnroll enrolls the customer, and re-enrolls one who has unenrolled:
+	// the only way back after an unenrollment. It returns the entity's Status.
 	UpdateEnroll = "enroll"
 
 	// ActivityEnroll records that a customer is enrolled and reports whether
@@ -57,10 +57,10 @@ const (
 	// ErrInvalidInput: the workflow's start input is unusable; the run fails.
 	ErrInvalidInput = "InvalidRewardsInput"
 	// ErrNotEnrolled: the customer has unenrolled; no further events are applied
-	// until an explicit re-enrolment (UpdateEnroll).
+	// until an explicit re-enrollment (UpdateEnroll).
 	ErrNotEnrolled = "NotEnrolled"
 	// ErrUnenrolling: an enroll update reached an entity that is ending its
-	// unenrolment; retrying once it has ended re-enrols the customer.
+	// unenrollment; retrying once it has ended re-enrolls the customer.
 	ErrUnenrolling = "Unenrolling"
 )
 

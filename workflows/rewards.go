@@ -54,7 +54,7 @@ type RewardsState struct {
 }
 
 // RewardsWorkflow is one customer's rewards entity. It lives until the customer
-// unenrols, continuing as new on Temporal's suggestion or every events_per_run
+// unenrolls, continuing as new on Temporal's suggestion or every events_per_run
 // events, and applies each event carrying a dedup key at most once.
 func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 	if err := in.Validate(); err != nil {
@@ -74,7 +74,7 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 	return e.run(ctx)
 }
 
-// membership is where a run stands with the customer's enrolment.
+// membership is where a run stands with the customer's enrollment.
 type membership int
 
 const (
@@ -85,7 +85,7 @@ const (
 	// customer unenrolled before; nothing is applied meanwhile.
 	checking
 	// refused: the customer has unenrolled; this run applies nothing, answers
-	// NotEnrolled, and ends unless an enroll update re-enrols the customer.
+	// NotEnrolled, and ends unless an enroll update re-enrolls the customer.
 	refused
 	// leaving: unenroll was taken; the run records it and completes.
 	leaving
@@ -293,8 +293,8 @@ const (
 
 // check decides what an event would do, without changing anything. A payload
 // that is no PointEvent is refused first; then a known key gets its first
-// answer, whatever happened since (an unenrolment included); only then are
-// enrolment, the event's own rules and the balance considered.
+// answer, whatever happened since (an unenrollment included); only then are
+// enrollment, the event's own rules and the balance considered.
 //
 // Reordering these checks is safe for histories already written: check
 // changes no state, a signal never reaches it once the run stopped taking

@@ -27,7 +27,7 @@ var start = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 // the database, keeps an unenrolled customer out until re-enrolled.
 type recorder struct {
 	mu          sync.Mutex
-	enrolments  []workflows.Enrollment
+	enrollments []workflows.Enrollment
 	tierChanges []workflows.TierChange
 	unenrolled  []workflows.Unenrollment
 	out         map[string]bool // customers unenrolled and not re-enrolled
@@ -36,8 +36,8 @@ type recorder struct {
 func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.enrolments = append(r.enrolments, e)
-	if r.out[e.CustomerID] && !e.Reenrol {
+	r.enrollments = append(r.enrollments, e)
+	if r.out[e.CustomerID] && !e.Reenroll {
 		return false, nil
 	}
 	delete(r.out, e.CustomerID)
@@ -97,7 +97,7 @@ func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestW
 	env := h.NewTestWorkflowEnvironment()
 	env.SetStartTime(h.now)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID(in.CustomerID)})
-	workflows.RegisterRewards(env)
+	env.RegisterWorkflow(workflows.RewardsWorkflow)
 	acts := &activities.Rewards{Recorder: h.rec}
 	if h.attrs != nil {
 		acts.SearchAttributes = func(context.Context) (map[string]enums.IndexedValueType, error) { return h.attrs, nil }

@@ -31,7 +31,7 @@ func (e *entity) background(ctx workflow.Context, fn func(workflow.Context)) {
 	})
 }
 
-// recordEnrollment records the enrolment once per entity. In a second-release
+// recordEnrollment records the enrollment once per entity. In a second-release
 // run it also learns whether the customer may take events: one who
 // unenrolled before stays out (refused) until re-enrolled. Should the activity
 // fail for good (it retries without limit, so only when the run is cancelled)
@@ -40,7 +40,7 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 	in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx)}
 	var res EnrollmentResult
 	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
-		e.log.Error("recording enrolment failed", "error", err)
+		e.log.Error("recording enrollment failed", "error", err)
 		return
 	}
 	if e.member != checking {
@@ -57,10 +57,10 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 }
 
 // validateEnroll turns an enroll update away while the run is ending an
-// unenrolment; the caller retries, and its retry starts a new entity.
+// unenrollment; the caller retries, and its retry starts a new entity.
 func (e *entity) validateEnroll(workflow.Context) error {
 	if e.member == leaving {
-		return temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enrol", ErrUnenrolling)
+		return temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enroll", ErrUnenrolling)
 	}
 	return nil
 }
@@ -73,20 +73,20 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 		return e.status(), err
 	}
 	if e.member == refused {
-		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenrol: true}
+		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenroll: true}
 		var res EnrollmentResult
 		if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
 			return e.status(), fmt.Errorf("re-enrolling: %w", err)
 		}
 		if !res.Enrolled {
-			return e.status(), fmt.Errorf("re-enrolling %s: the database did not reopen the enrolment", e.customerID)
+			return e.status(), fmt.Errorf("re-enrolling %s: the database did not reopen the enrollment", e.customerID)
 		}
 		e.log.Info("customer re-enrolled")
 		e.st.EnrollRecorded = true
 		e.member = enrolled
 	}
 	if e.member == leaving {
-		return e.status(), temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enrol", ErrUnenrolling)
+		return e.status(), temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enroll", ErrUnenrolling)
 	}
 	return e.status(), nil
 }
@@ -309,7 +309,7 @@ func (e *entity) upsertSearchAttributes(ctx workflow.Context) {
 }
 
 // leave ends the entity: events already taken stay applied, nothing arriving
-// later is, the unenrolment is recorded once, and the workflow completes.
+// later is, the unenrollment is recorded once, and the workflow completes.
 func (e *entity) leave(ctx workflow.Context) (Status, error) {
 	e.member = leaving
 	at := workflow.Now(ctx)
@@ -325,14 +325,14 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 		UnenrolledAt:   at,
 	}
 	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityRecordUnenrollment, rec).Get(ctx, nil); err != nil {
-		return e.status(), fmt.Errorf("recording unenrolment: %w", err)
+		return e.status(), fmt.Errorf("recording unenrollment: %w", err)
 	}
 	dropped := 0
 	for e.points.ReceiveAsync(nil) {
 		dropped++
 	}
 	if dropped > 0 {
-		e.log.Info("add-points signals after unenrolment not applied", "count", dropped)
+		e.log.Info("add-points signals after unenrollment not applied", "count", dropped)
 	}
 	return e.status(), nil
 }

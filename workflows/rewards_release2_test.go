@@ -82,9 +82,9 @@ func TestDueInactivityResetComesBeforeEvents(t *testing.T) {
 	}
 }
 
-// A retry of an update applied before the unenrolment gets its first answer,
+// A retry of an update applied before the unenrollment gets its first answer,
 // also while the run is ending; a new event gets NotEnrolled.
-func TestRetriedUpdateDuringUnenrolmentGetsItsFirstAnswer(t *testing.T) {
+func TestRetriedUpdateDuringUnenrollmentGetsItsFirstAnswer(t *testing.T) {
 	h := newEntity(t)
 	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
 		env.OnActivity(workflows.ActivityRecordUnenrollment, mock.Anything, mock.Anything).After(time.Minute).Return(nil)
@@ -104,17 +104,17 @@ func TestRetriedUpdateDuringUnenrolmentGetsItsFirstAnswer(t *testing.T) {
 	}
 	want := workflows.PointsResult{Applied: true, Duplicate: true, Points: 10, Tier: workflows.TierBasic}
 	if retried.err != nil || retried.result != want {
-		t.Errorf("retry during unenrolment: %+v, %v; want %+v", retried.result, retried.err, want)
+		t.Errorf("retry during unenrollment: %+v, %v; want %+v", retried.result, retried.err, want)
 	}
 	if errorType(fresh.err) != workflows.ErrNotEnrolled {
-		t.Errorf("new event during unenrolment: %v, want %s", fresh.err, workflows.ErrNotEnrolled)
+		t.Errorf("new event during unenrollment: %v, want %s", fresh.err, workflows.ErrNotEnrolled)
 	}
 }
 
-// After an unenrolment, an event that starts a fresh entity (UpdateWithStart,
+// After an unenrollment, an event that starts a fresh entity (UpdateWithStart,
 // SignalWithStart) is refused, and the entity ends without applying anything;
 // only the enroll update brings the customer back.
-func TestUnenrolmentIsFinalUntilReenrolment(t *testing.T) {
+func TestUnenrollmentIsFinalUntilReenrollment(t *testing.T) {
 	h := newEntity(t)
 	first := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
 		update(env, time.Second, "u-1", event("k-1", 10))
@@ -156,16 +156,16 @@ func TestUnenrolmentIsFinalUntilReenrolment(t *testing.T) {
 		unenroll(env, time.Minute)
 	})
 	if back.err != nil || enrollErr != nil {
-		t.Fatalf("re-enrolment: %v, %v", back.err, enrollErr)
+		t.Fatalf("re-enrollment: %v, %v", back.err, enrollErr)
 	}
 	if !enrolled.Enrolled || enrolled.Points != 0 {
 		t.Errorf("enroll answered %+v, want enrolled with 0 points", enrolled)
 	}
 	if after.err != nil || !after.result.Applied || back.status.Points != 7 {
-		t.Errorf("event after re-enrolment: %+v, %v, final %+v", after.result, after.err, back.status)
+		t.Errorf("event after re-enrollment: %+v, %v, final %+v", after.result, after.err, back.status)
 	}
 	if n := len(h.rec.unenrolled); n != 2 {
-		t.Errorf("%d unenrolments recorded, want 2 (the first entity and the re-enrolled one)", n)
+		t.Errorf("%d unenrollments recorded, want 2 (the first entity and the re-enrolled one)", n)
 	}
 }
 
@@ -249,7 +249,7 @@ func TestStartInputForAnotherCustomerFails(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(testLogger(t))
 	env := s.NewTestWorkflowEnvironment()
-	workflows.RegisterRewards(env)
+	env.RegisterWorkflow(workflows.RewardsWorkflow)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID("c-2")})
 	env.ExecuteWorkflow(workflows.RewardsWorkflow, workflows.RewardsInput{CustomerID: "c-1"})
 	err := env.GetWorkflowError()

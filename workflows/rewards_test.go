@@ -81,17 +81,17 @@ func TestSignalBurstAtContinueAsNewBoundaryLosesNothing(t *testing.T) {
 	if final.status.Points != want || final.status.EventCount != 1+9+20+15 {
 		t.Fatalf("points %d events %d, want %d and %d", final.status.Points, final.status.EventCount, want, 1+9+20+15)
 	}
-	if len(h.rec.enrolments) != 1 || len(h.rec.unenrolled) != 1 {
-		t.Fatalf("enrolments %d unenrolments %d, want 1 each", len(h.rec.enrolments), len(h.rec.unenrolled))
+	if len(h.rec.enrollments) != 1 || len(h.rec.unenrolled) != 1 {
+		t.Fatalf("enrollments %d unenrollments %d, want 1 each", len(h.rec.enrollments), len(h.rec.unenrolled))
 	}
 }
 
 func TestUnenrollAsFirstEventOfNewRun(t *testing.T) {
 	h := newEntity(t)
-	unenrolments := 0
+	unenrollments := 0
 	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
 		env.OnActivity(workflows.ActivityRecordUnenrollment, mock.Anything, mock.Anything).
-			After(time.Minute).Run(func(mock.Arguments) { unenrolments++ }).Return(nil)
+			After(time.Minute).Run(func(mock.Arguments) { unenrollments++ }).Return(nil)
 	}
 	var during workflows.Status
 	final, runs := h.until(customer(workflows.Options{EventsPerRun: 3}), func(run int, env *testsuite.TestWorkflowEnvironment) {
@@ -115,18 +115,18 @@ func TestUnenrollAsFirstEventOfNewRun(t *testing.T) {
 	if final.status.Points != 30 || final.status.Enrolled || during.Enrolled {
 		t.Fatalf("final %+v, during %+v: want 30 points, not enrolled", final.status, during)
 	}
-	if unenrolments != 1 {
-		t.Fatalf("unenrolment recorded %d times, want once", unenrolments)
+	if unenrollments != 1 {
+		t.Fatalf("unenrollment recorded %d times, want once", unenrollments)
 	}
 }
 
 func TestUnenrollWhileWaitingToContinueAsNew(t *testing.T) {
 	h := newEntity(t)
-	unenrolments := 0
+	unenrollments := 0
 	h.prepare = func(run int, env *testsuite.TestWorkflowEnvironment) {
 		env.OnActivity(workflows.ActivityNotifyTierChange, mock.Anything, mock.Anything).After(10 * time.Minute).Return(nil)
 		env.OnActivity(workflows.ActivityRecordUnenrollment, mock.Anything, mock.Anything).
-			Run(func(mock.Arguments) { unenrolments++ }).Return(nil)
+			Run(func(mock.Arguments) { unenrollments++ }).Return(nil)
 	}
 	final, runs := h.until(customer(workflows.Options{EventsPerRun: 3}), func(run int, env *testsuite.TestWorkflowEnvironment) {
 		signal(env, 1*time.Second, event("a", 600)) // gold: a 10-minute notification starts
@@ -142,8 +142,8 @@ func TestUnenrollWhileWaitingToContinueAsNew(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("%d runs, want 1: a pending unenroll completes the run instead of continuing it", len(runs))
 	}
-	if final.status.Points != 620 || unenrolments != 1 {
-		t.Fatalf("points %d, unenrolments %d; want 620 and exactly 1", final.status.Points, unenrolments)
+	if final.status.Points != 620 || unenrollments != 1 {
+		t.Fatalf("points %d, unenrollments %d; want 620 and exactly 1", final.status.Points, unenrollments)
 	}
 }
 

@@ -230,9 +230,11 @@ type Status struct {
 type Enrollment struct {
 	CustomerID string    `json:"customer_id"`
 	EnrolledAt time.Time `json:"enrolled_at"`
-	// Reenrol enrols again a customer who has unenrolled: the explicit
-	// re-enrolment. Without it such a customer stays unenrolled.
-	Reenrol bool `json:"reenrol,omitempty"`
+	// Reenroll enrolls again a customer who has unenrolled: the explicit
+	// re-enrollment. Without it such a customer stays unenrolled. Its JSON
+	// name keeps the spelling it was recorded with in histories
+	// (rewards-v2-reenrol-*): it is part of the activity's input.
+	Reenroll bool `json:"reenrol,omitempty"`
 }
 
 // EnrollmentResult is what the Enroll activity found: whether the customer is

@@ -57,7 +57,7 @@ func TestServerScenarios(t *testing.T) {
 		{"continue-as-new", playContinueAsNew},
 		{"tiers", playTiers},
 		{"unenroll-burst", playUnenrollBurst},
-		{"reenrol", playReenrol},
+		{"reenrol", playReenroll},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -210,10 +210,10 @@ func playUnenrollBurst(t *testing.T, p *player) {
 	}
 }
 
-// playReenrol: an unenrolment is final (a retried event starts a new run that
-// refuses it and ends) until the enroll update re-enrols the customer; a
+// playReenroll: an unenrollment is final (a retried event starts a new run that
+// refuses it and ends) until the enroll update re-enrolls the customer; a
 // payload of the wrong type is refused without harm on the way.
-func playReenrol(t *testing.T, p *player) {
+func playReenroll(t *testing.T, p *player) {
 	p.start(workflows.Options{})
 	if _, err := p.update(event("re-1", 10)); err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func playReenrol(t *testing.T, p *player) {
 	}
 	p.capture()
 	if _, err := p.update(event("re-1", 10)); errorType(err) != workflows.ErrNotEnrolled {
-		t.Fatalf("retry after the unenrolment: %v, want %s", err, workflows.ErrNotEnrolled)
+		t.Fatalf("retry after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
 	}
 	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 0 {
 		t.Fatalf("the refusing run ended with %+v, %v", st, err)
@@ -238,7 +238,7 @@ func playReenrol(t *testing.T, p *player) {
 		t.Fatalf("enroll: %+v, %v", st, err)
 	}
 	if res, err := p.update(event("re-2", 5)); err != nil || !res.Applied {
-		t.Fatalf("event after re-enrolment: %+v, %v", res, err)
+		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
 	}
 	if st := p.unenrollAndWait(); st.Points != 5 {
 		t.Fatalf("re-enrolled entity ended with %+v, want 5 points", st)

@@ -61,7 +61,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		invalid(w, err)
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotEnrolled:
 		WriteProblem(w, Problem{Type: problemNotEnrolled, Title: "Customer not enrolled", Status: http.StatusConflict,
-			Detail: appErr.Message() + "; points are refused until the customer enrols again"})
+			Detail: appErr.Message() + "; points are refused until the customer enrolls again"})
 	case errors.As(err, &appErr) && isEntityRefusal(appErr.Type()):
 		WriteProblem(w, Problem{Type: problemRejected + "/" + appErr.Type(), Title: "Rejected by the entity",
 			Status: http.StatusUnprocessableEntity, Detail: appErr.Message()})

@@ -64,7 +64,7 @@ func (s *Server) unenroll(w http.ResponseWriter, r *http.Request) {
 }
 
 // enroll is POST /v1/customers/{id}/enroll: 200 with the customer's status
-// once enrolled. It is the explicit re-enrolment after an unenrolment (the
+// once enrolled. It is the explicit re-enrollment after an unenrollment (the
 // entity starts again with no points) and changes nothing for an enrolled
 // customer, so retrying it is safe with or without the same key.
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {

@@ -9,11 +9,11 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// Enroll enrols the customer through the entity's enroll update, starting the
-// entity if none runs (UpdateWithStart). It is the explicit re-enrolment after
-// an unenrolment, which nothing else undoes, and changes nothing for a customer
+// Enroll enrolls the customer through the entity's enroll update, starting the
+// entity if none runs (UpdateWithStart). It is the explicit re-enrollment after
+// an unenrollment, which nothing else undoes, and changes nothing for a customer
 // who is enrolled, so calling it twice is calling it once. It returns the
-// entity's status afterwards. An entity still ending an unenrolment answers
+// entity's status afterwards. An entity still ending an unenrollment answers
 // Unenrolling, which is retried until it has ended and a new one can start.
 func (c *Client) Enroll(ctx context.Context, customerID string) (workflows.Status, error) {
 	if err := workflows.ValidateCustomerID(customerID); err != nil {

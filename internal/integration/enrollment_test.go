@@ -21,13 +21,13 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// Unenrolment is final against any client, not only the project's own: a
+// Unenrollment is final against any client, not only the project's own: a
 // plain UpdateWithStart or SignalWithStart (what a TypeScript client or the
-// Temporal CLI sends) after the unenrolment starts a run that refuses the event
+// Temporal CLI sends) after the unenrollment starts a run that refuses the event
 // with NotEnrolled and ends, also once Temporal has forgotten the closed run
 // (the database remembers; here a fresh server on the same database); the
 // enroll update is the only way back.
-func TestUnenrolmentIsFinalForEveryClient(t *testing.T) {
+func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
 	db, err := store.Open(context.Background(), dbtest.Postgres(t).URL)
@@ -52,9 +52,9 @@ func TestUnenrolmentIsFinalForEveryClient(t *testing.T) {
 		t.Fatalf("after unenroll: %+v", st)
 	}
 
-	// A client's retry of the event applied before the unenrolment.
+	// A client's retry of the event applied before the unenrollment.
 	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
-		t.Fatalf("UpdateWithStart after unenrolment: %v, want a non-retryable %s", err, workflows.ErrNotEnrolled)
+		t.Fatalf("UpdateWithStart after unenrollment: %v, want a non-retryable %s", err, workflows.ErrNotEnrolled)
 	}
 	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 0 || st.EventCount != 0 {
 		t.Fatalf("the run an UpdateWithStart started ended as %+v, want nothing applied", st)
@@ -91,11 +91,11 @@ func TestUnenrolmentIsFinalForEveryClient(t *testing.T) {
 		t.Fatalf("enroll again: %+v, %v; want the same entity", again, err)
 	}
 	if res, err := rc.ApplyPoints(ctx, customer, pointEvent("f-3", 7)); err != nil || !res.Applied || res.Points != 7 {
-		t.Fatalf("event after re-enrolment: %+v, %v", res, err)
+		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
 	}
-	row, err := db.Enrolment(ctx, customer)
+	row, err := db.Enrollment(ctx, customer)
 	if err != nil || row.UnenrolledAt != nil {
-		t.Fatalf("enrolment row after re-enrolment: %+v, %v", row, err)
+		t.Fatalf("enrollment row after re-enrollment: %+v, %v", row, err)
 	}
 }
 
