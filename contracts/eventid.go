@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+
+	"github.com/entityflow/entityflow/contracts/canonical"
 )
 
 // eventIDDomain heads the hashed encoding, so a different derivation (a
@@ -60,15 +62,15 @@ func (e *EventEnvelope) EnsureEventID() {
 	}
 }
 
-// canonicalPayload is CanonicalJSON of payload, with absent meaning {} and a
-// payload that is not JSON taken as it is.
+// canonicalPayload is canonical.JSON of payload, with absent meaning {} and
+// a payload that is not JSON taken as it is.
 func canonicalPayload(payload json.RawMessage) []byte {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return []byte("{}")
 	}
-	canonical, err := CanonicalJSON(payload)
+	canon, err := canonical.JSON(payload)
 	if err != nil {
 		return payload
 	}
-	return canonical
+	return canon
 }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/contracts/canonical"
 )
 
 // fingerprintVersion starts every fingerprinted encoding, so that a future
@@ -22,17 +22,17 @@ const jsonSpace = " \t\r\n"
 // requests with the same key but different fingerprints are different
 // requests (422). It is the hex SHA-256 of a length-prefixed encoding of the
 // method (its ASCII letters upper-cased: methods are ASCII tokens), the concrete request path as route, the tenant and the
-// canonical JSON of body (contracts.CanonicalJSON), so key order and white
+// canonical JSON of body (canonical.JSON), so key order and white
 // space in the body never change it, and no two distinct field values can
 // encode alike. A body of nothing but white space counts as no body, which is
 // distinct from "{}". A body that is not one JSON value is an error (the HTTP
 // layer answers 400). (Fingerprint, in window.go, is the entity Window's
 // 32-bit digest of an event; this one names the HTTP request.)
 func RequestFingerprint(method, route, tenant string, body []byte) (string, error) {
-	var canonical []byte
+	var canon []byte
 	if len(bytes.Trim(body, jsonSpace)) > 0 {
 		var err error
-		if canonical, err = contracts.CanonicalJSON(body); err != nil {
+		if canon, err = canonical.JSON(body); err != nil {
 			return "", fmt.Errorf("fingerprint %s %s: %w", method, route, err)
 		}
 	}
@@ -42,7 +42,7 @@ func RequestFingerprint(method, route, tenant string, body []byte) (string, erro
 		asciiUpper(method),
 		[]byte(route),
 		[]byte(tenant),
-		canonical,
+		canon,
 	} {
 		writeField(h, field)
 	}

@@ -27,6 +27,11 @@ func TestRequestFingerprint(t *testing.T) {
 		return got
 	}
 	want := fp(t, base)
+	// Fingerprints are stored with their keys (Redis, SQL): they are pinned,
+	// so that a stored key keeps matching its retries across releases.
+	require.Equal(t, "da715c25a888b22b12ea615116e02ccf98ec56cedb80a3ac0365f98ce975e75d", want, "golden fingerprint")
+	require.Equal(t, "2cef461d0032d09106f3e3cfdd868bfaf515c53d7cdb8356262e2a9558ea8cd0", fp(t, request{base.method, base.route, base.tenant, ""}),
+		"golden fingerprint without a body")
 
 	same := []struct {
 		name string
