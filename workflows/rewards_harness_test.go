@@ -97,7 +97,7 @@ func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestW
 	env := h.NewTestWorkflowEnvironment()
 	env.SetStartTime(h.now)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID(in.CustomerID)})
-	env.RegisterWorkflow(workflows.RewardsWorkflow)
+	workflows.RegisterRewards(env)
 	acts := &activities.Rewards{Recorder: h.rec}
 	if h.attrs != nil {
 		acts.SearchAttributes = func(context.Context) (map[string]enums.IndexedValueType, error) { return h.attrs, nil }

@@ -249,7 +249,7 @@ func TestStartInputForAnotherCustomerFails(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(testLogger(t))
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflows.RewardsWorkflow)
+	workflows.RegisterRewards(env)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID("c-2")})
 	env.ExecuteWorkflow(workflows.RewardsWorkflow, workflows.RewardsInput{CustomerID: "c-1"})
 	err := env.GetWorkflowError()

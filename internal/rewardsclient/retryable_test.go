@@ -1,7 +1,6 @@
 package rewardsclient_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -12,17 +11,14 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
+// Retryable adds the entity's own retryable answer to backoff.Transient.
 func TestRetryable(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
 		want bool
 	}{
-		{"workflow not ready", serviceerror.NewWorkflowNotReady("continuing as new"), true},
-		{"server unavailable", serviceerror.NewUnavailable("connection refused"), true},
-		{"signal limit", serviceerror.NewInvalidArgument("limit for signal events reached"), true},
-		{"other invalid argument", serviceerror.NewInvalidArgument("bad request"), false},
-		{"attempt timed out", context.DeadlineExceeded, true},
+		{"what the server asks to retry (backoff.Transient)", serviceerror.NewWorkflowNotReady("continuing as new"), true},
 		{"an entity ending its unenrollment", temporal.NewApplicationError("unenrolling", workflows.ErrUnenrolling), true},
 		{"not enrolled", temporal.NewNonRetryableApplicationError("unenrolled", workflows.ErrNotEnrolled, nil), false},
 		{"invalid event", temporal.NewNonRetryableApplicationError("zero", workflows.ErrInvalidEvent, nil), false},

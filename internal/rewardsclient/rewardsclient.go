@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -197,65 +197,29 @@ func (c *Client) attemptTimeout() time.Duration {
 }
 
 // retry runs fn until it succeeds, fails for good, or the attempts run out,
-// waiting with exponential backoff between tries.
+// waiting with exponential backoff between tries (backoff.Do).
 func (c *Client) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	attempts := c.Attempts
-	if attempts <= 0 {
-		attempts = 30
+	p := backoff.Policy{Initial: 50 * time.Millisecond, Max: c.MaxBackoff, Attempts: c.Attempts, Logger: c.Logger, Level: slog.LevelDebug}
+	if p.Max <= 0 {
+		p.Max = 5 * time.Second
 	}
-	maxWait := c.MaxBackoff
-	if maxWait <= 0 {
-		maxWait = 5 * time.Second
+	if p.Attempts <= 0 {
+		p.Attempts = 30
 	}
-	wait := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
-		if err == nil || !Retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		if attempt >= attempts {
-			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt, err)
-		}
-		if c.Logger != nil {
-			c.Logger.Debug("retrying", "command", what, "attempt", attempt, "wait", wait, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxWait)
-	}
+	return backoff.Do(ctx, p, Retryable, fn, what, "command", what)
 }
 
-// Retryable reports whether an error is one the server asks callers to retry: a
-// workflow not ready (an update landing while ContinueAsNew is retried), a
-// signal refused at the per-run signal limit, a timed-out or cancelled attempt,
-// an unavailable or overloaded server, an entity still ending its unenrollment
+// Retryable reports whether an error is one the server asks callers to retry
+// (backoff.Transient: a workflow not ready while a ContinueAsNew is retried, a
+// signal refused at the per-run signal limit, a timed-out try, an unavailable
+// or overloaded server), or an entity still ending its unenrollment
 // (Unenrolling). The entity's other answers are final.
 func Retryable(err error) bool {
-	var (
-		notReady   *serviceerror.WorkflowNotReady
-		unavail    *serviceerror.Unavailable
-		exhausted  *serviceerror.ResourceExhausted
-		deadline   *serviceerror.DeadlineExceeded
-		aborted    *serviceerror.Aborted
-		invalidArg *serviceerror.InvalidArgument
-		appErr     *temporal.ApplicationError
-	)
-	switch {
-	case errors.As(err, &appErr):
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
 		return appErr.Type() == workflows.ErrUnenrolling
-	case errors.As(err, &notReady), errors.As(err, &unavail), errors.As(err, &exhausted),
-		errors.As(err, &deadline), errors.As(err, &aborted):
-		return true
-	case errors.As(err, &invalidArg):
-		return strings.Contains(invalidArg.Error(), "limit for signal events")
-	case errors.Is(err, context.DeadlineExceeded):
-		return true
 	}
-	var timeout *temporal.TimeoutError
-	return errors.As(err, &timeout)
+	return backoff.Transient(err)
 }
 
 func unknownIfNotFound(customerID string, err error) error {

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -240,12 +238,7 @@ func keyStores(t *testing.T) []struct {
 		open func(t *testing.T) dedup.KeyStore
 	}{
 		{"memory", func(*testing.T) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
-		{"redis", func(t *testing.T) dedup.KeyStore {
-			rc := redisClient(t)
-			prefix := "test:" + uuid.NewString() + ":"
-			t.Cleanup(func() { deletePrefix(rc, prefix) })
-			return redisstore.New(rc, prefix)
-		}},
+		{"redis", func(t *testing.T) dedup.KeyStore { return redisstore.New(dbtest.Redis(t)) }},
 		{"postgres", func(t *testing.T) dedup.KeyStore {
 			st, err := store.Open(context.Background(), dbtest.Postgres(t).URL)
 			if err != nil {
@@ -255,20 +248,6 @@ func keyStores(t *testing.T) []struct {
 			return sqlstore.New(st)
 		}},
 	}
-}
-
-// redisClient connects to the local Redis, or skips (fails under REQUIRE_SERVICES).
-func redisClient(t *testing.T) *redis.Client {
-	t.Helper()
-	rc, err := redisstore.Open(context.Background(), "redis://127.0.0.1:6379/0")
-	if err != nil {
-		if requireServices() {
-			t.Fatalf("REQUIRE_SERVICES is set and Redis is not reachable: %v", err)
-		}
-		t.Skip(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	return rc
 }
 
 // A hundred concurrent POSTs of one points command with one key: the points
@@ -310,9 +289,7 @@ func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
 // key is the event's dedup_key) still holds: no event counts twice. This is
 // why the idempotency layers exist one above the other.
 func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
-	rc := redisClient(t)
-	prefix := "test:" + uuid.NewString() + ":"
-	t.Cleanup(func() { deletePrefix(rc, prefix) })
+	rc, prefix := dbtest.Redis(t)
 	s := newStack(t, redisstore.New(rc, prefix))
 	path := "/v1/customers/c-flush/points"
 	// Every event is sent twice (a client retry), by five clients; the key
@@ -334,7 +311,11 @@ func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
 				mu.Lock()
 				completed++
 				if completed == 2*events*2/3 {
-					flushed.Do(func() { deletePrefix(rc, prefix) })
+					flushed.Do(func() {
+						if err := dbtest.DeleteRedisPrefix(context.Background(), rc, prefix); err != nil {
+							t.Errorf("flushing the key store: %v", err)
+						}
+					})
 				}
 				mu.Unlock()
 			}
@@ -394,16 +375,6 @@ func TestAdmissionRunbook(t *testing.T) {
 		t.Fatalf("run lookup: %d %s", r.status, r.body)
 	}
 }
-
-func deletePrefix(rc *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := rc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		rc.Del(ctx, iter.Val())
-	}
-}
-
-func requireServices() bool { return os.Getenv("REQUIRE_SERVICES") != "" }
 
 // A run whose workflow was terminated never closes its row, which would hold
 // its admission slot forever; the next request at the limit finds it, closes
