@@ -8,6 +8,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
@@ -16,7 +17,6 @@ import (
 // Problem types of the API's own answers (the idempotency layer has its own).
 const (
 	problemNotFound       = "https://entityflow.dev/problems/not-found"
-	problemInvalidRequest = "https://entityflow.dev/problems/invalid-request"
 	problemRejected       = "https://entityflow.dev/problems/rejected"
 	problemNotEnrolled    = "https://entityflow.dev/problems/not-enrolled"
 	problemTooManyRuns    = "https://entityflow.dev/problems/too-many-runs"
@@ -28,24 +28,12 @@ const (
 	// retryAfterOutcomeUnknown gives a backend that was too slow for a whole
 	// request a few seconds before the retry.
 	retryAfterOutcomeUnknown = "5"
-	titleInvalidRequest      = "Invalid request"
 	detailDedupKeyInHeader   = "dedup_key must not be in the body: the Idempotency-Key header is the key"
 )
 
-// invalid answers 400 with what is wrong (invalidProblem).
+// invalid answers 400 with what is wrong (problem.InvalidRequest).
 func invalid(w http.ResponseWriter, err error) {
-	WriteProblem(w, invalidProblem(err))
-}
-
-// invalidProblem is the 400 of an invalid request; a contracts.ValidationError
-// lists each field and reason.
-func invalidProblem(err error) Problem {
-	p := Problem{Type: problemInvalidRequest, Title: titleInvalidRequest, Status: http.StatusBadRequest, Detail: err.Error()}
-	var verr *contracts.ValidationError
-	if errors.As(err, &verr) {
-		p.Errors = verr.Problems
-	}
-	return p
+	problem.Write(w, problem.InvalidRequest(err))
 }
 
 // fail answers for an error from a backend: the entity's refusals are final
@@ -60,29 +48,29 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &verr):
 		invalid(w, err)
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotEnrolled:
-		WriteProblem(w, Problem{Type: problemNotEnrolled, Title: "Customer not enrolled", Status: http.StatusConflict,
+		problem.Write(w, problem.Details{Type: problemNotEnrolled, Title: "Customer not enrolled", Status: http.StatusConflict,
 			Detail: appErr.Message() + "; points are refused until the customer enrolls again"})
 	case errors.As(err, &appErr) && isEntityRefusal(appErr.Type()):
-		WriteProblem(w, Problem{Type: problemRejected + "/" + appErr.Type(), Title: "Rejected by the entity",
+		problem.Write(w, problem.Details{Type: problemRejected + "/" + appErr.Type(), Title: "Rejected by the entity",
 			Status: http.StatusUnprocessableEntity, Detail: appErr.Message()})
 	case errors.Is(err, rewardsclient.ErrUnknownCustomer), errors.Is(err, platform.ErrNotFound), errors.Is(err, store.ErrNotFound):
-		WriteProblem(w, Problem{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound, Detail: err.Error()})
 	case errors.Is(err, platform.ErrTooManyRuns):
 		w.Header().Set("Retry-After", retryAfterTooManyRuns)
-		WriteProblem(w, Problem{Type: problemTooManyRuns, Title: "Too many runs in flight", Status: http.StatusTooManyRequests, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemTooManyRuns, Title: "Too many runs in flight", Status: http.StatusTooManyRequests, Detail: err.Error()})
 	case errors.Is(err, rewardsclient.ErrOutcomeUnknown):
 		s.logger().Warn("outcome unknown at the request deadline", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterOutcomeUnknown)
-		WriteProblem(w, Problem{Type: problemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusGatewayTimeout,
+		problem.Write(w, problem.Details{Type: problemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusGatewayTimeout,
 			Detail: "the command may or may not have been applied: its outcome was still unknown when the request's deadline passed. " +
 				"Retrying with the same Idempotency-Key cannot apply it twice: the entity recognises the key and answers with the first result"})
 	case unavailable(err):
 		s.logger().Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterUnavailable)
-		WriteProblem(w, Problem{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable, Detail: err.Error()})
 	default:
 		s.logger().Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-		WriteProblem(w, Problem{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: err.Error()})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -29,7 +30,7 @@ func TestFailMapsErrorsToStatuses(t *testing.T) {
 		retryAfter bool
 		problem    string
 	}{
-		{"invalid document", &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}, http.StatusBadRequest, false, problemInvalidRequest},
+		{"invalid document", &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}, http.StatusBadRequest, false, problem.TypeInvalidRequest},
 		{"entity refuses the event", temporal.NewApplicationError("overdraft", workflows.ErrInvalidEvent), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrInvalidEvent},
 		{"key reused inside the entity", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrIdempotencyKeyReused},
 		{"customer not enrolled", temporal.NewApplicationError("unenrolled", workflows.ErrNotEnrolled), http.StatusConflict, false, problemNotEnrolled},

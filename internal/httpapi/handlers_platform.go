@@ -8,6 +8,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/problem"
 )
 
 // checkTenant refuses a document of another tenant than the request's
@@ -179,7 +180,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		ok[c.name] = "ok"
 	}
 	if len(failed) > 0 {
-		WriteProblem(w, Problem{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
+		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "unhealthy: " + strings.Join(failed, "; ")})
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/problem"
 )
 
 // Defaults of Idempotency, used for a zero (or negative) field.
@@ -42,6 +43,35 @@ const (
 	// run detached from the request's cancellation (a client hanging up
 	// must not leave its key locked), so they need a bound of their own.
 	idemStoreTimeout = 5 * time.Second
+)
+
+// Problem types of the idempotency layer's own answers (RFC 9457 "type"
+// members). Clients tell the answers apart by them rather than by the
+// status alone: a 400 may concern the key, the tenant or the body.
+const (
+	// ProblemIdempotencyKeyMissing: a command came without an
+	// Idempotency-Key header (400).
+	ProblemIdempotencyKeyMissing = "https://entityflow.dev/problems/idempotency-key-missing"
+	// ProblemIdempotencyKeyInvalid: the Idempotency-Key is longer than 255
+	// bytes, holds a byte outside printable ASCII, or was sent more than
+	// once (400).
+	ProblemIdempotencyKeyInvalid = "https://entityflow.dev/problems/idempotency-key-invalid"
+	// ProblemIdempotencyKeyInProgress: the first request with the key is
+	// still running; retry after Retry-After (409).
+	ProblemIdempotencyKeyInProgress = "https://entityflow.dev/problems/idempotency-key-in-progress"
+	// ProblemIdempotencyKeyReused: the key was used for a different request
+	// (method, path or body) (422).
+	ProblemIdempotencyKeyReused = "https://entityflow.dev/problems/idempotency-key-reused"
+	// ProblemIdempotencyStoreUnavailable: the key could not be checked, so
+	// the command was not run; retry after Retry-After (503).
+	ProblemIdempotencyStoreUnavailable = "https://entityflow.dev/problems/idempotency-store-unavailable"
+	// ProblemInvalidTenant: the X-Tenant-ID header breaks the tenant rule (400).
+	ProblemInvalidTenant = "https://entityflow.dev/problems/invalid-tenant"
+	// ProblemBodyTooLarge: the request body exceeds the limit (413).
+	ProblemBodyTooLarge = "https://entityflow.dev/problems/body-too-large"
+	// ProblemInvalidBody: the request body could not be read or is not one
+	// JSON value (400).
+	ProblemInvalidBody = "https://entityflow.dev/problems/invalid-body"
 )
 
 // Idempotency is the middleware enforcing the contract's Idempotency-Key
@@ -171,28 +201,28 @@ func (m *Idempotency) serve(op string, derive KeyFunc, h http.Handler, w http.Re
 	key, p, ok := idemKey(r)
 	deriveKey := !ok && derive != nil && idemKeyMissing(r)
 	if !ok && !deriveKey {
-		WriteProblem(w, p)
+		problem.Write(w, p)
 		return
 	}
 	tenant, err := Tenant(r)
 	if err != nil {
-		WriteProblem(w, Problem{Type: ProblemInvalidTenant, Title: "Invalid tenant", Status: http.StatusBadRequest, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: ProblemInvalidTenant, Title: "Invalid tenant", Status: http.StatusBadRequest, Detail: err.Error()})
 		return
 	}
 	body, p, ok := m.readBody(w, r)
 	if !ok {
-		WriteProblem(w, p)
+		problem.Write(w, p)
 		return
 	}
 	if deriveKey {
 		if key, err = derive(body); err != nil {
-			WriteProblem(w, invalidProblem(err))
+			problem.Write(w, problem.InvalidRequest(err))
 			return
 		}
 	}
 	fp, err := dedup.RequestFingerprint(r.Method, r.URL.Path, tenant, body)
 	if err != nil {
-		WriteProblem(w, Problem{Type: ProblemInvalidBody, Title: "Invalid body", Status: http.StatusBadRequest,
+		problem.Write(w, problem.Details{Type: ProblemInvalidBody, Title: "Invalid body", Status: http.StatusBadRequest,
 			Detail: "the body is not one JSON value: " + err.Error()})
 		return
 	}
@@ -213,11 +243,11 @@ func (m *Idempotency) serve(op string, derive KeyFunc, h http.Handler, w http.Re
 	case claim.Outcome == dedup.InProgress:
 		m.Metrics.conflicted(op)
 		w.Header().Set("Retry-After", strconv.FormatInt(idemRetryAfterSeconds(min(claim.Age, claim.RetryAfter)), 10))
-		WriteProblem(w, Problem{Type: ProblemIdempotencyKeyInProgress, Title: "Request in progress", Status: http.StatusConflict,
+		problem.Write(w, problem.Details{Type: ProblemIdempotencyKeyInProgress, Title: "Request in progress", Status: http.StatusConflict,
 			Detail: "a request with this Idempotency-Key is still being processed; retry after Retry-After seconds"})
 	case claim.Outcome == dedup.Mismatch:
 		m.Metrics.mismatched(op)
-		WriteProblem(w, Problem{Type: ProblemIdempotencyKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
+		problem.Write(w, problem.Details{Type: ProblemIdempotencyKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request (method, path or body)"})
 	case claim.Outcome == dedup.Replay && claim.Response != nil:
 		m.Metrics.replayed(op)
@@ -233,7 +263,7 @@ func (m *Idempotency) storeUnavailable(w http.ResponseWriter, op string, log *sl
 	m.Metrics.storeError(op, phaseClaim)
 	log.Error("idempotency store failed; command refused", "error", err)
 	w.Header().Set("Retry-After", "1")
-	WriteProblem(w, Problem{Type: ProblemIdempotencyStoreUnavailable, Title: "Idempotency store unavailable",
+	problem.Write(w, problem.Details{Type: ProblemIdempotencyStoreUnavailable, Title: "Idempotency store unavailable",
 		Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked, so the request was not run; retry later"})
 }
 
@@ -308,22 +338,22 @@ func (m *Idempotency) release(ctx context.Context, op, scoped, owner string, log
 }
 
 // readBody reads the request body up to the limit, or says what to answer.
-func (m *Idempotency) readBody(w http.ResponseWriter, r *http.Request) ([]byte, Problem, bool) {
+func (m *Idempotency) readBody(w http.ResponseWriter, r *http.Request) ([]byte, problem.Details, bool) {
 	if r.Body == nil {
-		return nil, Problem{}, true
+		return nil, problem.Details{}, true
 	}
 	limit := m.maxBody()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, Problem{Type: ProblemBodyTooLarge, Title: "Body too large", Status: http.StatusRequestEntityTooLarge,
+		return nil, problem.Details{Type: ProblemBodyTooLarge, Title: "Body too large", Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("the body exceeds %d bytes", limit)}, false
 	case err != nil:
-		return nil, Problem{Type: ProblemInvalidBody, Title: "Invalid body", Status: http.StatusBadRequest,
+		return nil, problem.Details{Type: ProblemInvalidBody, Title: "Invalid body", Status: http.StatusBadRequest,
 			Detail: "reading the body: " + err.Error()}, false
 	}
-	return body, Problem{}, true
+	return body, problem.Details{}, true
 }
 
 func (m *Idempotency) ttl() time.Duration {
@@ -362,14 +392,14 @@ func idemKeyMissing(r *http.Request) bool {
 }
 
 // idemKey returns the request's Idempotency-Key, or the problem with it.
-func idemKey(r *http.Request) (string, Problem, bool) {
+func idemKey(r *http.Request) (string, problem.Details, bool) {
 	values := r.Header.Values(KeyHeader)
-	invalid := func(detail string) (string, Problem, bool) {
-		return "", Problem{Type: ProblemIdempotencyKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest, Detail: detail}, false
+	invalid := func(detail string) (string, problem.Details, bool) {
+		return "", problem.Details{Type: ProblemIdempotencyKeyInvalid, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest, Detail: detail}, false
 	}
 	switch {
 	case idemKeyMissing(r):
-		return "", Problem{Type: ProblemIdempotencyKeyMissing, Title: "Idempotency-Key missing", Status: http.StatusBadRequest,
+		return "", problem.Details{Type: ProblemIdempotencyKeyMissing, Title: "Idempotency-Key missing", Status: http.StatusBadRequest,
 			Detail: "this request changes state and needs an Idempotency-Key header"}, false
 	case len(values) > 1:
 		return invalid(fmt.Sprintf("the Idempotency-Key header is sent %d times; send it once", len(values)))
@@ -383,7 +413,7 @@ func idemKey(r *http.Request) (string, Problem, bool) {
 			return invalid(fmt.Sprintf("the Idempotency-Key has byte 0x%02x at offset %d; only printable ASCII without spaces (0x21-0x7E) is allowed", c, i))
 		}
 	}
-	return key, Problem{}, true
+	return key, problem.Details{}, true
 }
 
 // idemScopedKey derives the stored key from the tenant, the operation and

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 )
 
@@ -59,7 +60,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.MetricsHandler)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteProblem(w, Problem{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
+		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return mux

@@ -32,6 +32,7 @@ import (
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/platformworker"
+	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/store"
@@ -541,7 +542,7 @@ func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
 	}
 	r := s.do("POST", base+"/points", "p-2", map[string]any{"points": 5})
 	if r.status != http.StatusConflict || r.header.Get("Content-Type") != "application/problem+json" ||
-		decode[httpapi.Problem](t, r).Type != "https://entityflow.dev/problems/not-enrolled" {
+		decode[problem.Details](t, r).Type != "https://entityflow.dev/problems/not-enrolled" {
 		t.Fatalf("points after unenrollment: %d %s %s, want 409 not-enrolled", r.status, r.header.Get("Content-Type"), r.body)
 	}
 	for _, key := range []string{"e-1", "e-2"} {

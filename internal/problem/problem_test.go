@@ -1,6 +1,8 @@
-package httpapi_test
+package problem_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -8,19 +10,19 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/problem"
 )
 
-func TestWriteProblemJSON(t *testing.T) {
+func TestWrite(t *testing.T) {
 	tests := []struct {
 		name    string
-		problem httpapi.Problem
+		details problem.Details
 		status  int
 		body    string
 	}{
 		{
 			name: "every member",
-			problem: httpapi.Problem{Type: httpapi.ProblemIdempotencyKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
+			details: problem.Details{Type: "https://entityflow.dev/problems/idempotency-key-reused", Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 				Detail: "used for another request", Instance: "/v1/events"},
 			status: http.StatusUnprocessableEntity,
 			body: `{"type":"https://entityflow.dev/problems/idempotency-key-reused","title":"Idempotency-Key reused","status":422,` +
@@ -28,13 +30,13 @@ func TestWriteProblemJSON(t *testing.T) {
 		},
 		{
 			name:    "type and title default",
-			problem: httpapi.Problem{Status: http.StatusNotFound},
+			details: problem.Details{Status: http.StatusNotFound},
 			status:  http.StatusNotFound,
 			body:    `{"type":"about:blank","title":"Not Found","status":404}`,
 		},
 		{
 			name: "field errors in snake_case",
-			problem: httpapi.Problem{Type: "https://entityflow.dev/problems/invalid-request", Title: "Invalid request", Status: http.StatusBadRequest,
+			details: problem.Details{Type: "https://entityflow.dev/problems/invalid-request", Title: "Invalid request", Status: http.StatusBadRequest,
 				Errors: []contracts.FieldError{{Field: "tasks[0].count", Reason: "must be between 1 and 1000"}, {Reason: "not an object"}}},
 			status: http.StatusBadRequest,
 			body: `{"type":"https://entityflow.dev/problems/invalid-request","title":"Invalid request","status":400,` +
@@ -42,7 +44,7 @@ func TestWriteProblemJSON(t *testing.T) {
 		},
 		{
 			name:    "invalid status",
-			problem: httpapi.Problem{Title: "Broken"},
+			details: problem.Details{Title: "Broken"},
 			status:  http.StatusInternalServerError,
 			body:    `{"type":"about:blank","title":"Broken","status":500}`,
 		},
@@ -51,11 +53,22 @@ func TestWriteProblemJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			rec.Header().Set("Retry-After", "3")
-			httpapi.WriteProblem(rec, tt.problem)
+			problem.Write(rec, tt.details)
 			assert.Equal(t, tt.status, rec.Code)
 			assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 			assert.Equal(t, "3", rec.Header().Get("Retry-After"), "headers set before are kept")
 			assert.JSONEq(t, tt.body, rec.Body.String())
 		})
 	}
+}
+
+func TestInvalidRequest(t *testing.T) {
+	verr := &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}
+	got := problem.InvalidRequest(fmt.Errorf("decoding: %w", verr))
+	assert.Equal(t, problem.Details{Type: problem.TypeInvalidRequest, Title: "Invalid request", Status: http.StatusBadRequest,
+		Detail: "decoding: " + verr.Error(), Errors: verr.Problems}, got)
+
+	got = problem.InvalidRequest(errors.New("bad parameter"))
+	assert.Equal(t, problem.Details{Type: problem.TypeInvalidRequest, Title: "Invalid request", Status: http.StatusBadRequest,
+		Detail: "bad parameter"}, got)
 }
