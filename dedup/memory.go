@@ -6,13 +6,15 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // DefaultMemoryKeys is how many keys a MemoryStore holds when NewMemoryStore
 // is given no positive bound.
 const DefaultMemoryKeys = 100_000
 
-// MemoryStore is a KeyStore in the process's memory: the default store of a
+// MemoryStore is an idempotency.KeyStore in the process's memory: the default store of a
 // single API process, lost when it restarts. It is safe for concurrent use.
 //
 // Keys expire: a completed or failed_final key after the ttl given to
@@ -48,7 +50,7 @@ type memoryEntry struct {
 	owner       string
 	// claimed is when the current owner claimed the key.
 	claimed  time.Time
-	response Response
+	response idempotency.Response
 	// expires is when the entry stops counting: the end of the lock while in
 	// progress, the end of retention once finished.
 	expires time.Time
@@ -67,7 +69,7 @@ func NewMemoryStore(maxKeys int) *MemoryStore {
 }
 
 // Claim implements KeyStore.
-func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL time.Duration) (Claim, error) {
+func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -80,35 +82,35 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL 
 		e = &memoryEntry{
 			key:         key,
 			fingerprint: fingerprint,
-			state:       StateInProgress,
-			owner:       NewOwnerToken(),
+			state:       idempotency.StateInProgress,
+			owner:       idempotency.NewOwnerToken(),
 			claimed:     now,
 			expires:     now.Add(lockTTL),
 		}
 		s.entries[key] = e
 		heap.Push(&s.locks, e)
-		return Claim{Outcome: Claimed, Owner: e.owner}, nil
+		return idempotency.Claim{Outcome: idempotency.Claimed, Owner: e.owner}, nil
 	case e.fingerprint != fingerprint:
-		return Claim{Outcome: Mismatch}, nil
-	case e.state == StateInProgress:
-		return Claim{Outcome: InProgress, RetryAfter: e.expires.Sub(now), Age: now.Sub(e.claimed)}, nil
+		return idempotency.Claim{Outcome: idempotency.Mismatch}, nil
+	case e.state == idempotency.StateInProgress:
+		return idempotency.Claim{Outcome: idempotency.InProgress, RetryAfter: e.expires.Sub(now), Age: now.Sub(e.claimed)}, nil
 	default:
 		resp := cloneResponse(e.response)
-		return Claim{Outcome: Replay, Response: &resp}, nil
+		return idempotency.Claim{Outcome: idempotency.Replay, Response: &resp}, nil
 	}
 }
 
 // Complete implements KeyStore.
-func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp Response, ttl time.Duration) error {
+func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	e := s.owned(key, owner, now)
 	if e == nil {
-		return ErrNotOwner
+		return idempotency.ErrNotOwner
 	}
 	heap.Remove(&s.locks, e.index)
-	e.state = FinalState(resp.Status)
+	e.state = idempotency.FinalState(resp.Status)
 	e.response = cloneResponse(resp)
 	e.expires = now.Add(ttl)
 	heap.Push(&s.kept, e)
@@ -121,13 +123,13 @@ func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
 	defer s.mu.Unlock()
 	e := s.owned(key, owner, s.now())
 	if e == nil {
-		return ErrNotOwner
+		return idempotency.ErrNotOwner
 	}
 	s.remove(e)
 	return nil
 }
 
-// Ping implements KeyStore: memory is always reachable.
+// Ping implements idempotency.KeyStore: memory is always reachable.
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 // Len reports how many keys the store holds, expired ones not yet dropped
@@ -164,7 +166,7 @@ func (s *MemoryStore) live(key string, now time.Time) *memoryEntry {
 // has not expired and owner is its token. Otherwise nil.
 func (s *MemoryStore) owned(key, owner string, now time.Time) *memoryEntry {
 	e := s.live(key, now)
-	if e == nil || e.state != StateInProgress || e.owner != owner {
+	if e == nil || e.state != idempotency.StateInProgress || e.owner != owner {
 		return nil
 	}
 	return e
@@ -192,7 +194,7 @@ func (s *MemoryStore) evict(now time.Time) {
 
 // remove forgets e.
 func (s *MemoryStore) remove(e *memoryEntry) {
-	if e.state == StateInProgress {
+	if e.state == idempotency.StateInProgress {
 		heap.Remove(&s.locks, e.index)
 	} else {
 		heap.Remove(&s.kept, e.index)
@@ -202,8 +204,8 @@ func (s *MemoryStore) remove(e *memoryEntry) {
 
 // cloneResponse deep-copies r, so that neither the caller of Complete nor
 // the receiver of a Replay can change the stored response.
-func cloneResponse(r Response) Response {
-	return Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+func cloneResponse(r idempotency.Response) idempotency.Response {
+	return idempotency.Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
 }
 
 // expiryHeap orders entries by expiry, soonest first (container/heap).
@@ -232,4 +234,4 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-var _ KeyStore = (*MemoryStore)(nil)
+var _ idempotency.KeyStore = (*MemoryStore)(nil)

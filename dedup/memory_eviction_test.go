@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 func TestMemoryStoreEviction(t *testing.T) {
@@ -41,15 +43,15 @@ func TestMemoryStoreEviction(t *testing.T) {
 				name := "k" + strconv.Itoa(i)
 				c, err := s.Claim(ctx, name, "fp", k.lock)
 				require.NoError(t, err)
-				require.Equal(t, Claimed, c.Outcome)
+				require.Equal(t, idempotency.Claimed, c.Outcome)
 				if k.kept > 0 {
-					require.NoError(t, s.Complete(ctx, name, c.Owner, Response{Status: http.StatusOK}, k.kept))
+					require.NoError(t, s.Complete(ctx, name, c.Owner, idempotency.Response{Status: http.StatusOK}, k.kept))
 				}
 			}
 			now = now.Add(tc.advance)
 			c, err := s.Claim(ctx, "new", "fp", time.Hour)
 			require.NoError(t, err)
-			require.Equal(t, Claimed, c.Outcome)
+			require.Equal(t, idempotency.Claimed, c.Outcome)
 
 			var held []string
 			for k := range s.entries {

@@ -11,11 +11,12 @@ import (
 
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/keystoretest"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
 	t.Run("fake clock", func(t *testing.T) {
-		keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+		keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
 			clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 			s := dedup.NewMemoryStore(0)
 			s.Now = clock.Now
@@ -23,7 +24,7 @@ func TestMemoryStoreConformance(t *testing.T) {
 		})
 	})
 	t.Run("real clock", func(t *testing.T) {
-		keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+		keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
 			return dedup.NewMemoryStore(0), keystoretest.RealClock{}
 		})
 	})
@@ -45,7 +46,7 @@ func TestMemoryStoreEvictedOwnerIsNotOwner(t *testing.T) {
 	_, err = s.Claim(ctx, "b", "fp", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, 1, s.Len())
-	assert.ErrorIs(t, s.Complete(ctx, "a", first.Owner, dedup.Response{Status: http.StatusOK}, time.Hour), dedup.ErrNotOwner)
+	assert.ErrorIs(t, s.Complete(ctx, "a", first.Owner, idempotency.Response{Status: http.StatusOK}, time.Hour), idempotency.ErrNotOwner)
 }
 
 func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {

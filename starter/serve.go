@@ -22,6 +22,7 @@ import (
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/storeconn"
@@ -130,7 +131,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 // openKeyStore opens the idempotency key store spec names: "memory", a
 // redis:// URL (go-redis then logs through logger), or "sql" for the
 // project's database (with a reaper of expired keys running until ctx ends).
-func openKeyStore(ctx context.Context, spec string, st *store.Store, logger *slog.Logger) (dedup.KeyStore, func(), error) {
+func openKeyStore(ctx context.Context, spec string, st *store.Store, logger *slog.Logger) (idempotency.KeyStore, func(), error) {
 	switch {
 	case spec == "" || spec == "memory":
 		return dedup.NewMemoryStore(0), func() {}, nil

@@ -1,4 +1,4 @@
-// Package keystoretest is the conformance suite of dedup.KeyStore: every
+// Package keystoretest is the conformance suite of idempotency.KeyStore: every
 // implementation's tests call Run, so the memory, Redis and SQL stores are
 // held to one behaviour.
 package keystoretest
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // The suite's durations.
@@ -38,7 +38,7 @@ const (
 // Opener gives a case an empty store of the implementation under test and
 // the clock that store runs on. It is called once per case, from the case's
 // own (parallel) test; it registers any cleanup with t.
-type Opener func(t *testing.T) (dedup.KeyStore, Clock)
+type Opener func(t *testing.T) (idempotency.KeyStore, Clock)
 
 // Run runs every conformance case against stores from open, each case in its
 // own parallel subtest with its own store.
@@ -54,12 +54,12 @@ func Run(t *testing.T, open Opener) {
 
 // fixture is a case's store and clock with assertion helpers.
 type fixture struct {
-	ks    dedup.KeyStore
+	ks    idempotency.KeyStore
 	clock Clock
 }
 
 // claim calls Claim and fails the test on an error.
-func (f *fixture) claim(t *testing.T, key, fp string, lockTTL time.Duration) dedup.Claim {
+func (f *fixture) claim(t *testing.T, key, fp string, lockTTL time.Duration) idempotency.Claim {
 	t.Helper()
 	c, err := f.ks.Claim(context.Background(), key, fp, lockTTL)
 	require.NoError(t, err, "Claim(%q, %q)", key, fp)
@@ -70,33 +70,33 @@ func (f *fixture) claim(t *testing.T, key, fp string, lockTTL time.Duration) ded
 func (f *fixture) claimed(t *testing.T, key, fp string, lockTTL time.Duration) string {
 	t.Helper()
 	c := f.claim(t, key, fp, lockTTL)
-	require.Equal(t, dedup.Claimed, c.Outcome, "Claim(%q, %q)", key, fp)
+	require.Equal(t, idempotency.Claimed, c.Outcome, "Claim(%q, %q)", key, fp)
 	require.NotEmpty(t, c.Owner, "a won claim carries an owner token")
 	assert.Nil(t, c.Response)
 	return c.Owner
 }
 
 // complete calls Complete and fails the test on an error.
-func (f *fixture) complete(t *testing.T, key, owner string, resp dedup.Response, ttl time.Duration) {
+func (f *fixture) complete(t *testing.T, key, owner string, resp idempotency.Response, ttl time.Duration) {
 	t.Helper()
 	require.NoError(t, f.ks.Complete(context.Background(), key, owner, resp, ttl), "Complete(%q)", key)
 }
 
 // outcome claims key and checks the outcome alone.
-func (f *fixture) outcome(t *testing.T, key, fp string, want dedup.ClaimOutcome) dedup.Claim {
+func (f *fixture) outcome(t *testing.T, key, fp string, want idempotency.ClaimOutcome) idempotency.Claim {
 	t.Helper()
 	c := f.claim(t, key, fp, LongTTL)
 	require.Equal(t, want, c.Outcome, "Claim(%q, %q)", key, fp)
-	if want != dedup.Claimed {
+	if want != idempotency.Claimed {
 		assert.Empty(t, c.Owner, "only a won claim carries an owner token")
 	}
 	return c
 }
 
 // replays claims key and checks that it replays want.
-func (f *fixture) replays(t *testing.T, key, fp string, want dedup.Response) {
+func (f *fixture) replays(t *testing.T, key, fp string, want idempotency.Response) {
 	t.Helper()
-	c := f.outcome(t, key, fp, dedup.Replay)
+	c := f.outcome(t, key, fp, idempotency.Replay)
 	require.NotNil(t, c.Response, "a replay carries the stored response")
 	assertResponse(t, want, *c.Response)
 }
@@ -105,15 +105,15 @@ func (f *fixture) replays(t *testing.T, key, fp string, want dedup.Response) {
 func (f *fixture) notOwner(t *testing.T, key, owner string) {
 	t.Helper()
 	ctx := context.Background()
-	err := f.ks.Complete(ctx, key, owner, dedup.Response{Status: http.StatusOK}, LongTTL)
-	assert.ErrorIs(t, err, dedup.ErrNotOwner, "Complete by a non-owner")
+	err := f.ks.Complete(ctx, key, owner, idempotency.Response{Status: http.StatusOK}, LongTTL)
+	assert.ErrorIs(t, err, idempotency.ErrNotOwner, "Complete by a non-owner")
 	err = f.ks.Release(ctx, key, owner)
-	assert.ErrorIs(t, err, dedup.ErrNotOwner, "Release by a non-owner")
+	assert.ErrorIs(t, err, idempotency.ErrNotOwner, "Release by a non-owner")
 }
 
 // assertResponse compares responses, taking a nil and an empty header or
 // body as equal: stores need not tell them apart.
-func assertResponse(t *testing.T, want, got dedup.Response) {
+func assertResponse(t *testing.T, want, got idempotency.Response) {
 	t.Helper()
 	assert.Equal(t, want.Status, got.Status, "status")
 	if len(want.Header) > 0 || len(got.Header) > 0 {
@@ -123,8 +123,8 @@ func assertResponse(t *testing.T, want, got dedup.Response) {
 }
 
 // created is a typical stored success.
-func created() dedup.Response {
-	return dedup.Response{
+func created() idempotency.Response {
+	return idempotency.Response{
 		Status: http.StatusCreated,
 		Header: http.Header{
 			"Content-Type": {"application/json"},
@@ -136,8 +136,8 @@ func created() dedup.Response {
 }
 
 // unprocessable is a typical stored final failure.
-func unprocessable() dedup.Response {
-	return dedup.Response{
+func unprocessable() idempotency.Response {
+	return idempotency.Response{
 		Status: http.StatusUnprocessableEntity,
 		Header: http.Header{"Content-Type": {"application/problem+json"}},
 		Body:   []byte(`{"type":"about:blank","title":"invalid event","status":422}`),
@@ -186,7 +186,7 @@ var cases = []testCase{
 	{"same fingerprint in progress", func(t *testing.T, f *fixture) {
 		f.claimed(t, "k", "fp", LongTTL)
 		for range 2 {
-			c := f.outcome(t, "k", "fp", dedup.InProgress)
+			c := f.outcome(t, "k", "fp", idempotency.InProgress)
 			assert.Greater(t, c.RetryAfter, time.Duration(0), "RetryAfter")
 			assert.LessOrEqual(t, c.RetryAfter, LongTTL, "RetryAfter")
 			assert.Nil(t, c.Response)
@@ -194,18 +194,18 @@ var cases = []testCase{
 	}},
 	{"in progress reports the claim's age", func(t *testing.T, f *fixture) {
 		f.claimed(t, "k", "fp", LongTTL)
-		young := f.outcome(t, "k", "fp", dedup.InProgress)
+		young := f.outcome(t, "k", "fp", idempotency.InProgress)
 		f.clock.Advance(ShortTTL)
-		old := f.outcome(t, "k", "fp", dedup.InProgress)
+		old := f.outcome(t, "k", "fp", idempotency.InProgress)
 		assert.GreaterOrEqual(t, young.Age, time.Duration(0), "Age right after the claim")
 		assert.GreaterOrEqual(t, old.Age-young.Age, ShortTTL-clockResolution, "Age grows with the claim")
-		for _, c := range []dedup.Claim{young, old} {
+		for _, c := range []idempotency.Claim{young, old} {
 			assert.InDelta(t, LongTTL, c.Age+c.RetryAfter, float64(clockResolution), "Age and RetryAfter add up to the lock TTL")
 		}
 		owner := f.claimed(t, "fresh", "fp", LongTTL)
 		require.NoError(t, f.ks.Release(context.Background(), "fresh", owner))
 		f.claimed(t, "fresh", "fp", LongTTL)
-		assert.Less(t, f.outcome(t, "fresh", "fp", dedup.InProgress).Age, old.Age, "a new claim starts a new age")
+		assert.Less(t, f.outcome(t, "fresh", "fp", idempotency.InProgress).Age, old.Age, "a new claim starts a new age")
 	}},
 	{"different fingerprint", func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {
@@ -219,24 +219,24 @@ var cases = []testCase{
 			t.Run(tc.state, func(t *testing.T) {
 				key := "k-" + tc.state
 				tc.finish(t, key, f.claimed(t, key, "fp-1", LongTTL))
-				f.outcome(t, key, "fp-2", dedup.Mismatch)
-				f.outcome(t, key, "", dedup.Mismatch)
+				f.outcome(t, key, "fp-2", idempotency.Mismatch)
+				f.outcome(t, key, "", idempotency.Mismatch)
 			})
 		}
 	}},
 	{"complete then replay", func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {
 			name string
-			resp func() dedup.Response
+			resp func() idempotency.Response
 		}{
 			{"created", created},
 			{"failed final 422", unprocessable},
-			{"conflict 409", func() dedup.Response {
-				return dedup.Response{Status: http.StatusConflict, Body: []byte(`{"status":409}`)}
+			{"conflict 409", func() idempotency.Response {
+				return idempotency.Response{Status: http.StatusConflict, Body: []byte(`{"status":409}`)}
 			}},
-			{"no content", func() dedup.Response { return dedup.Response{Status: http.StatusNoContent} }},
-			{"empty header map", func() dedup.Response {
-				return dedup.Response{Status: http.StatusAccepted, Header: http.Header{}, Body: []byte("{}")}
+			{"no content", func() idempotency.Response { return idempotency.Response{Status: http.StatusNoContent} }},
+			{"empty header map", func() idempotency.Response {
+				return idempotency.Response{Status: http.StatusAccepted, Header: http.Header{}, Body: []byte("{}")}
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -269,43 +269,43 @@ var cases = []testCase{
 		f.claimed(t, "k", "fp-2", LongTTL)
 	}},
 	{"not the owner", func(t *testing.T, f *fixture) {
-		f.notOwner(t, "never-claimed", dedup.NewOwnerToken())
+		f.notOwner(t, "never-claimed", idempotency.NewOwnerToken())
 		owner := f.claimed(t, "k", "fp", LongTTL)
-		f.notOwner(t, "k", dedup.NewOwnerToken())
+		f.notOwner(t, "k", idempotency.NewOwnerToken())
 		f.notOwner(t, "k", "")
 		f.notOwner(t, "other-key", owner)
-		f.outcome(t, "k", "fp", dedup.InProgress)
+		f.outcome(t, "k", "fp", idempotency.InProgress)
 		f.complete(t, "k", owner, created(), LongTTL)
 	}},
 	{"double complete", func(t *testing.T, f *fixture) {
 		owner := f.claimed(t, "k", "fp", LongTTL)
 		f.complete(t, "k", owner, created(), LongTTL)
 		err := f.ks.Complete(context.Background(), "k", owner, unprocessable(), LongTTL)
-		assert.ErrorIs(t, err, dedup.ErrNotOwner, "second Complete")
-		assert.ErrorIs(t, f.ks.Release(context.Background(), "k", owner), dedup.ErrNotOwner, "Release after Complete")
+		assert.ErrorIs(t, err, idempotency.ErrNotOwner, "second Complete")
+		assert.ErrorIs(t, f.ks.Release(context.Background(), "k", owner), idempotency.ErrNotOwner, "Release after Complete")
 		f.replays(t, "k", "fp", created())
 	}},
 	{"double release", func(t *testing.T, f *fixture) {
 		owner := f.claimed(t, "k", "fp", LongTTL)
 		require.NoError(t, f.ks.Release(context.Background(), "k", owner))
-		assert.ErrorIs(t, f.ks.Release(context.Background(), "k", owner), dedup.ErrNotOwner, "second Release")
+		assert.ErrorIs(t, f.ks.Release(context.Background(), "k", owner), idempotency.ErrNotOwner, "second Release")
 	}},
 	{"expired lock is taken over", func(t *testing.T, f *fixture) {
 		takeovers := []struct {
 			key    string
 			fp     string                                // of the taking request
 			finish func(t *testing.T, key, owner string) // by the new owner
-			then   dedup.ClaimOutcome                    // for the taking request afterwards
+			then   idempotency.ClaimOutcome              // for the taking request afterwards
 		}{
 			{"same-request-completes", "fp", func(t *testing.T, key, owner string) {
 				f.complete(t, key, owner, created(), LongTTL)
-			}, dedup.Replay},
+			}, idempotency.Replay},
 			{"same-request-releases", "fp", func(t *testing.T, key, owner string) {
 				require.NoError(t, f.ks.Release(context.Background(), key, owner))
-			}, dedup.Claimed},
+			}, idempotency.Claimed},
 			{"different-request-fails", "fp-other", func(t *testing.T, key, owner string) {
 				f.complete(t, key, owner, unprocessable(), LongTTL)
-			}, dedup.Replay},
+			}, idempotency.Replay},
 		}
 		stale := make([]string, len(takeovers))
 		for i, tc := range takeovers {
@@ -341,7 +341,7 @@ var cases = []testCase{
 		var (
 			wg       sync.WaitGroup
 			start    = make(chan struct{})
-			outcomes = make([]dedup.Claim, n)
+			outcomes = make([]idempotency.Claim, n)
 			errs     = make([]error, n)
 		)
 		for i := range n {
@@ -353,11 +353,11 @@ var cases = []testCase{
 		close(start)
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...))
-		count := map[dedup.ClaimOutcome]int{}
+		count := map[idempotency.ClaimOutcome]int{}
 		for _, c := range outcomes {
 			count[c.Outcome]++
 		}
-		assert.Equal(t, map[dedup.ClaimOutcome]int{dedup.Claimed: 1, dedup.InProgress: n - 1}, count)
+		assert.Equal(t, map[idempotency.ClaimOutcome]int{idempotency.Claimed: 1, idempotency.InProgress: n - 1}, count)
 	}},
 	{"bodies round trip", func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {
@@ -370,7 +370,7 @@ var cases = []testCase{
 			{"invalid UTF-8", []byte{0xff, 0xfe, 0xc3, 0x28}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				resp := dedup.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: tc.body}
+				resp := idempotency.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: tc.body}
 				f.complete(t, tc.name, f.claimed(t, tc.name, "fp", LongTTL), resp, LongTTL)
 				f.replays(t, tc.name, "fp", resp)
 			})
@@ -395,12 +395,12 @@ var cases = []testCase{
 			owners[i] = f.claimed(t, key, "fp-"+key, LongTTL)
 		}
 		for i, key := range keys {
-			f.outcome(t, key, "fp-"+key, dedup.InProgress)
-			resp := dedup.Response{Status: http.StatusOK, Body: []byte(key)}
+			f.outcome(t, key, "fp-"+key, idempotency.InProgress)
+			resp := idempotency.Response{Status: http.StatusOK, Body: []byte(key)}
 			f.complete(t, key, owners[i], resp, LongTTL)
 		}
 		for _, key := range keys {
-			f.replays(t, key, "fp-"+key, dedup.Response{Status: http.StatusOK, Body: []byte(key)})
+			f.replays(t, key, "fp-"+key, idempotency.Response{Status: http.StatusOK, Body: []byte(key)})
 		}
 	}},
 }

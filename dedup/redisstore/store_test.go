@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // testStore returns a Store on the test Redis under a prefix of the test's
@@ -28,7 +28,7 @@ func testStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 }
 
 func TestConformance(t *testing.T) {
-	keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+	keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
 		s, _, _ := testStore(t)
 		return s, keystoretest.RealClock{}
 	})
@@ -42,12 +42,12 @@ func TestKeysExpireInRedis(t *testing.T) {
 	require.NoError(t, err)
 	ttl := c.PTTL(ctx, prefix+"k").Val()
 	assert.True(t, ttl > 29*time.Second && ttl <= 30*time.Second, "in progress: PTTL %v, want the lock TTL", ttl)
-	assert.Equal(t, dedup.StateInProgress, c.HGet(ctx, prefix+"k", "state").Val())
+	assert.Equal(t, idempotency.StateInProgress, c.HGet(ctx, prefix+"k", "state").Val())
 
-	require.NoError(t, s.Complete(ctx, "k", claim.Owner, dedup.Response{Status: http.StatusBadRequest}, time.Hour))
+	require.NoError(t, s.Complete(ctx, "k", claim.Owner, idempotency.Response{Status: http.StatusBadRequest}, time.Hour))
 	ttl = c.PTTL(ctx, prefix+"k").Val()
 	assert.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "finished: PTTL %v, want the kept TTL", ttl)
-	assert.Equal(t, dedup.StateFailedFinal, c.HGet(ctx, prefix+"k", "state").Val())
+	assert.Equal(t, idempotency.StateFailedFinal, c.HGet(ctx, prefix+"k", "state").Val())
 	assert.False(t, c.HExists(ctx, prefix+"k", "lock_until").Val(), "no lock once finished")
 
 	claim, err = s.Claim(ctx, "r", "fp", 30*time.Second)
@@ -65,11 +65,11 @@ func TestLockExpiresWithoutKeyExpiry(t *testing.T) {
 	require.True(t, c.Persist(ctx, prefix+"k").Val(), "the key's expiry is lost")
 	time.Sleep(300 * time.Millisecond)
 
-	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Owner, dedup.Response{Status: http.StatusOK}, time.Hour), dedup.ErrNotOwner)
-	assert.ErrorIs(t, s.Release(ctx, "k", stale.Owner), dedup.ErrNotOwner)
+	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Owner, idempotency.Response{Status: http.StatusOK}, time.Hour), idempotency.ErrNotOwner)
+	assert.ErrorIs(t, s.Release(ctx, "k", stale.Owner), idempotency.ErrNotOwner)
 	claim, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, dedup.Claimed, claim.Outcome, "an expired lock is taken over")
+	assert.Equal(t, idempotency.Claimed, claim.Outcome, "an expired lock is taken over")
 }
 
 func TestForeignHash(t *testing.T) {
@@ -79,10 +79,10 @@ func TestForeignHash(t *testing.T) {
 	require.NoError(t, c.HSet(ctx, prefix+"no-state", "something", "else").Err())
 	claim, err := s.Claim(ctx, "no-state", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, dedup.Claimed, claim.Outcome, "a hash without a state counts as absent")
+	assert.Equal(t, idempotency.Claimed, claim.Outcome, "a hash without a state counts as absent")
 	assert.False(t, c.HExists(ctx, prefix+"no-state", "something").Val(), "a claim starts from a clean hash")
 
-	require.NoError(t, c.HSet(ctx, prefix+"broken", "state", dedup.StateCompleted, "fingerprint", "fp").Err())
+	require.NoError(t, c.HSet(ctx, prefix+"broken", "state", idempotency.StateCompleted, "fingerprint", "fp").Err())
 	_, err = s.Claim(ctx, "broken", "fp", time.Minute)
 	assert.Error(t, err, "a finished key without a status cannot be replayed")
 }
@@ -108,7 +108,7 @@ func TestUnavailable(t *testing.T) {
 	_, err = s.Claim(ctx, "k", "fp", time.Second)
 	require.Error(t, err)
 	assert.True(t, redisstore.IsUnavailable(err), "Claim on a closed port: %v", err)
-	err = s.Complete(ctx, "k", "owner", dedup.Response{Status: http.StatusOK}, time.Second)
+	err = s.Complete(ctx, "k", "owner", idempotency.Response{Status: http.StatusOK}, time.Second)
 	assert.True(t, redisstore.IsUnavailable(err), "Complete on a closed port: %v", err)
 	err = s.Release(ctx, "k", "owner")
 	assert.True(t, redisstore.IsUnavailable(err), "Release on a closed port: %v", err)
@@ -123,7 +123,7 @@ func TestUnavailable(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{dedup.ErrNotOwner, false},
+		{idempotency.ErrNotOwner, false},
 		{redis.Nil, false},
 		{redis.ErrCrossSlot, false},
 		{fmt.Errorf("claim: %w", syscall.ECONNREFUSED), true},

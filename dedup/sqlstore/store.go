@@ -1,4 +1,4 @@
-// Package sqlstore is a dedup.KeyStore in the platform's database (SQLite or
+// Package sqlstore is a idempotency.KeyStore in the platform's database (SQLite or
 // PostgreSQL, through the store package), for deployments that share
 // Idempotency-Keys between API processes without running Redis.
 //
@@ -21,7 +21,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -30,7 +30,7 @@ import (
 // is a fresh claim, so only a key changing hands continuously exhausts it.
 const claimAttempts = 5
 
-// Store is a dedup.KeyStore in the platform's database. It is safe for
+// Store is a idempotency.KeyStore in the platform's database. It is safe for
 // concurrent use, by any number of processes sharing the database.
 type Store struct {
 	// Now is the store's clock; nil means time.Now. Every process sharing
@@ -50,35 +50,35 @@ func New(st *store.Store) *Store {
 	return &Store{db: st.DB()}
 }
 
-// Claim implements dedup.KeyStore: one statement takes the key if it is free,
+// Claim implements idempotency.KeyStore: one statement takes the key if it is free,
 // and if it is not, a read of the row says why.
-func (s *Store) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (dedup.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Claim, error) {
 	for range claimAttempts {
 		now := s.nowMillis()
-		owner := dedup.NewOwnerToken()
+		owner := idempotency.NewOwnerToken()
 		var got string
 		err := s.db.QueryRowContext(ctx, takeSQL, key, fingerprint, owner, now+ttlMillis(lockTTL), now).Scan(&got)
 		if err == nil {
-			return dedup.Claim{Outcome: dedup.Claimed, Owner: got}, nil
+			return idempotency.Claim{Outcome: idempotency.Claimed, Owner: got}, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return dedup.Claim{}, fmt.Errorf("claim idempotency key: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		c, found, err := s.classify(ctx, key, fingerprint, now)
 		if err != nil {
-			return dedup.Claim{}, fmt.Errorf("claim idempotency key: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		if found {
 			return c, nil
 		}
 	}
-	return dedup.Claim{}, fmt.Errorf("claim idempotency key: it changed hands %d times during the claim", claimAttempts)
+	return idempotency.Claim{}, fmt.Errorf("claim idempotency key: it changed hands %d times during the claim", claimAttempts)
 }
 
 // classify reads the row that kept Claim from taking key and says what the
 // claim found; found is false when the row is gone or expired by now, so
 // that the claim should be tried again.
-func (s *Store) classify(ctx context.Context, key, fingerprint string, now int64) (c dedup.Claim, found bool, err error) {
+func (s *Store) classify(ctx context.Context, key, fingerprint string, now int64) (c idempotency.Claim, found bool, err error) {
 	var (
 		fp, state string
 		status    sql.NullInt64
@@ -90,30 +90,30 @@ func (s *Store) classify(ctx context.Context, key, fingerprint string, now int64
 	err = s.db.QueryRowContext(ctx, readSQL, key).Scan(&fp, &state, &status, &header, &body, &expiresAt, &createdAt)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return dedup.Claim{}, false, nil
+		return idempotency.Claim{}, false, nil
 	case err != nil:
-		return dedup.Claim{}, false, fmt.Errorf("read key: %w", err)
+		return idempotency.Claim{}, false, fmt.Errorf("read key: %w", err)
 	case expiresAt <= now:
-		return dedup.Claim{}, false, nil
+		return idempotency.Claim{}, false, nil
 	}
 	switch {
 	case fp != fingerprint:
-		return dedup.Claim{Outcome: dedup.Mismatch}, true, nil
-	case state == dedup.StateInProgress:
-		return dedup.Claim{Outcome: dedup.InProgress, RetryAfter: time.Duration(expiresAt-now) * time.Millisecond,
+		return idempotency.Claim{Outcome: idempotency.Mismatch}, true, nil
+	case state == idempotency.StateInProgress:
+		return idempotency.Claim{Outcome: idempotency.InProgress, RetryAfter: time.Duration(expiresAt-now) * time.Millisecond,
 			Age: time.Duration(now-createdAt) * time.Millisecond}, true, nil
 	}
-	resp := dedup.Response{Status: int(status.Int64), Body: body}
+	resp := idempotency.Response{Status: int(status.Int64), Body: body}
 	if header.Valid {
 		if err := json.Unmarshal([]byte(header.String), &resp.Header); err != nil {
-			return dedup.Claim{}, false, fmt.Errorf("decode stored header: %w", err)
+			return idempotency.Claim{}, false, fmt.Errorf("decode stored header: %w", err)
 		}
 	}
-	return dedup.Claim{Outcome: dedup.Replay, Response: &resp}, true, nil
+	return idempotency.Claim{Outcome: idempotency.Replay, Response: &resp}, true, nil
 }
 
-// Complete implements dedup.KeyStore with one guarded UPDATE.
-func (s *Store) Complete(ctx context.Context, key, owner string, resp dedup.Response, ttl time.Duration) error {
+// Complete implements idempotency.KeyStore with one guarded UPDATE.
+func (s *Store) Complete(ctx context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	header, err := json.Marshal(resp.Header)
 	if err != nil {
 		return fmt.Errorf("complete idempotency key: encode header: %w", err)
@@ -123,7 +123,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, resp dedup.Resp
 		body = []byte{}
 	}
 	now := s.nowMillis()
-	res, err := s.db.ExecContext(ctx, completeSQL, key, owner, dedup.FinalState(resp.Status), resp.Status,
+	res, err := s.db.ExecContext(ctx, completeSQL, key, owner, idempotency.FinalState(resp.Status), resp.Status,
 		string(header), body, now+ttlMillis(ttl), now)
 	if err != nil {
 		return fmt.Errorf("complete idempotency key: %w", err)
@@ -131,7 +131,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, resp dedup.Resp
 	return ownedRow(res, "complete")
 }
 
-// Release implements dedup.KeyStore with one guarded DELETE.
+// Release implements idempotency.KeyStore with one guarded DELETE.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
 	res, err := s.db.ExecContext(ctx, releaseSQL, key, owner, s.nowMillis())
 	if err != nil {
@@ -140,7 +140,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 	return ownedRow(res, "release")
 }
 
-// Ping implements dedup.KeyStore with the database's ping.
+// Ping implements idempotency.KeyStore with the database's ping.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("ping idempotency key database: %w", err)
@@ -156,7 +156,7 @@ func ownedRow(res sql.Result, op string) error {
 		return fmt.Errorf("%s idempotency key: %w", op, err)
 	}
 	if n == 0 {
-		return dedup.ErrNotOwner
+		return idempotency.ErrNotOwner
 	}
 	return nil
 }
@@ -175,4 +175,4 @@ func ttlMillis(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
 }
 
-var _ dedup.KeyStore = (*Store)(nil)
+var _ idempotency.KeyStore = (*Store)(nil)

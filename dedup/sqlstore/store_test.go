@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -43,7 +43,7 @@ func eachBackend(t *testing.T, test func(t *testing.T, st *store.Store)) {
 func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			keystoretest.Run(t, func(t *testing.T) (dedup.KeyStore, keystoretest.Clock) {
+			keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
 				return sqlstore.New(openStore(t, b.open(t).URL)), keystoretest.RealClock{}
 			})
 		})
@@ -85,7 +85,7 @@ func TestRowTimesAreUnixMillis(t *testing.T) {
 			readRow(t, st, "k"))
 
 		clock.Advance(1500 * time.Millisecond)
-		require.NoError(t, s.Complete(ctx, "k", c.Owner, dedup.Response{Status: http.StatusTooManyRequests}, time.Hour))
+		require.NoError(t, s.Complete(ctx, "k", c.Owner, idempotency.Response{Status: http.StatusTooManyRequests}, time.Hour))
 		status := int64(http.StatusTooManyRequests)
 		assert.Equal(t, row{state: "failed_final", owner: c.Owner, status: &status, expiresAt: start + 1500 + 3_600_000, createdAt: start, updatedAt: start + 1500},
 			readRow(t, st, "k"))
@@ -93,7 +93,7 @@ func TestRowTimesAreUnixMillis(t *testing.T) {
 		clock.Advance(time.Hour)
 		again, err := s.Claim(ctx, "k", "other", time.Second)
 		require.NoError(t, err)
-		require.Equal(t, dedup.Claimed, again.Outcome)
+		require.Equal(t, idempotency.Claimed, again.Outcome)
 		now := clock.Now().UnixMilli()
 		assert.Equal(t, row{state: "in_progress", owner: again.Owner, lockedUntil: new(now + 1000), expiresAt: now + 1000, createdAt: now, updatedAt: now},
 			readRow(t, st, "k"), "a taken-over row starts afresh")
@@ -106,11 +106,11 @@ func TestReap(t *testing.T) {
 		clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		s := sqlstore.New(st)
 		s.Now = clock.Now
-		ok := dedup.Response{Status: http.StatusOK}
+		ok := idempotency.Response{Status: http.StatusOK}
 		claim := func(key string, lock time.Duration) string {
 			c, err := s.Claim(ctx, key, "fp", lock)
 			require.NoError(t, err)
-			require.Equal(t, dedup.Claimed, c.Outcome)
+			require.Equal(t, idempotency.Claimed, c.Outcome)
 			return c.Owner
 		}
 		require.NoError(t, s.Complete(ctx, "done-short", claim("done-short", time.Minute), ok, time.Minute))
@@ -181,14 +181,14 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 	_, err = s.Claim(ctx, "other", "fp", time.Minute)
 	require.Error(t, err)
 	assert.True(t, store.IsUnavailable(err), "Claim: %v", err)
-	err = s.Complete(ctx, "k", c.Owner, dedup.Response{Status: http.StatusOK}, time.Hour)
+	err = s.Complete(ctx, "k", c.Owner, idempotency.Response{Status: http.StatusOK}, time.Hour)
 	require.Error(t, err)
 	assert.True(t, store.IsUnavailable(err), "Complete: %v", err)
-	assert.NotErrorIs(t, err, dedup.ErrNotOwner)
+	assert.NotErrorIs(t, err, idempotency.ErrNotOwner)
 
 	proxy.Restore()
 	require.Eventually(t, func() bool {
-		return s.Complete(ctx, "k", c.Owner, dedup.Response{Status: http.StatusOK}, time.Hour) == nil
+		return s.Complete(ctx, "k", c.Owner, idempotency.Response{Status: http.StatusOK}, time.Hour) == nil
 	}, 10*time.Second, 50*time.Millisecond, "the owner completes once the database is back")
 }
 

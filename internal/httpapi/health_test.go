@@ -15,6 +15,7 @@ import (
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 )
@@ -34,10 +35,10 @@ func TestHealthChecksTheKeyStore(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	tests := []struct {
 		name   string
-		keys   func(testing.TB) dedup.KeyStore
+		keys   func(testing.TB) idempotency.KeyStore
 		status int
 	}{
-		{"every dependency up", func(testing.TB) dedup.KeyStore { return dedup.NewMemoryStore(0) }, http.StatusOK},
+		{"every dependency up", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }, http.StatusOK},
 		{"redis on a closed port", idemUnreachableRedis, http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/problem"
 )
 
@@ -95,7 +95,7 @@ const (
 //     body is fine.
 //
 // Then its scoped key (see ScopedKey) is claimed in Store with the request's
-// fingerprint, dedup.RequestFingerprint of method, path, tenant and the
+// fingerprint, idempotency.RequestFingerprint of method, path, tenant and the
 // canonical JSON of the body (key order and white space do not matter):
 //
 //   - the store fails: 503 with Retry-After: 1
@@ -127,7 +127,7 @@ const (
 //
 // A claim holds for LockTTL. A request still running when its lock expires
 // may be overtaken by a retry, which claims the key and runs the command
-// again; the stale holder can no longer store its response (dedup.ErrNotOwner,
+// again; the stale holder can no longer store its response (idempotency.ErrNotOwner,
 // logged and counted in idempotency_completion_failures_total), though its
 // client still gets it. Commands that pass ScopedKey on to a layer with its
 // own deduplication (the rewards entity's dedup_key) stay exactly-once even
@@ -138,7 +138,7 @@ const (
 // The fields are read on every request and must not change once serving.
 type Idempotency struct {
 	// Store keeps the keys; it is required.
-	Store dedup.KeyStore
+	Store idempotency.KeyStore
 	// TTL is how long a finished key is kept and replayed
 	// (DefaultIdempotencyTTL when zero; IDEMPOTENCY_TTL).
 	TTL time.Duration
@@ -220,7 +220,7 @@ func (m *Idempotency) serve(op string, derive KeyFunc, h http.Handler, w http.Re
 			return
 		}
 	}
-	fp, err := dedup.RequestFingerprint(r.Method, r.URL.Path, tenant, body)
+	fp, err := idempotency.RequestFingerprint(r.Method, r.URL.Path, tenant, body)
 	if err != nil {
 		problem.Write(w, problem.Details{Type: ProblemInvalidBody, Title: "Invalid body", Status: http.StatusBadRequest,
 			Detail: "the body is not one JSON value: " + err.Error()})
@@ -237,19 +237,19 @@ func (m *Idempotency) serve(op string, derive KeyFunc, h http.Handler, w http.Re
 		return
 	}
 	switch {
-	case claim.Outcome == dedup.Claimed:
+	case claim.Outcome == idempotency.Claimed:
 		m.Metrics.claimed(op)
 		m.run(op, scoped, claim.Owner, body, h, w, r, log)
-	case claim.Outcome == dedup.InProgress:
+	case claim.Outcome == idempotency.InProgress:
 		m.Metrics.conflicted(op)
 		w.Header().Set("Retry-After", strconv.FormatInt(idemRetryAfterSeconds(min(claim.Age, claim.RetryAfter)), 10))
 		problem.Write(w, problem.Details{Type: ProblemIdempotencyKeyInProgress, Title: "Request in progress", Status: http.StatusConflict,
 			Detail: "a request with this Idempotency-Key is still being processed; retry after Retry-After seconds"})
-	case claim.Outcome == dedup.Mismatch:
+	case claim.Outcome == idempotency.Mismatch:
 		m.Metrics.mismatched(op)
 		problem.Write(w, problem.Details{Type: ProblemIdempotencyKeyReused, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request (method, path or body)"})
-	case claim.Outcome == dedup.Replay && claim.Response != nil:
+	case claim.Outcome == idempotency.Replay && claim.Response != nil:
 		m.Metrics.replayed(op)
 		idemReplay(w, claim.Response)
 	default:
@@ -290,7 +290,7 @@ func (m *Idempotency) run(op, scoped, owner string, body []byte, h http.Handler,
 	if idemReleases(rec.status) {
 		m.release(settleCtx, op, scoped, owner, log)
 	} else {
-		m.complete(settleCtx, op, scoped, owner, dedup.Response{
+		m.complete(settleCtx, op, scoped, owner, idempotency.Response{
 			Status: rec.status,
 			Header: idemReplayHeader(rec.sent),
 			Body:   rec.body.Bytes(),
@@ -300,14 +300,14 @@ func (m *Idempotency) run(op, scoped, owner string, body []byte, h http.Handler,
 }
 
 // complete stores the final response of the claimed key.
-func (m *Idempotency) complete(ctx context.Context, op, scoped, owner string, resp dedup.Response, log *slog.Logger) {
+func (m *Idempotency) complete(ctx context.Context, op, scoped, owner string, resp idempotency.Response, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, idemStoreTimeout)
 	defer cancel()
 	err := m.Store.Complete(ctx, scoped, owner, resp, m.ttl())
 	switch {
 	case err == nil:
 		m.Metrics.completed(op)
-	case errors.Is(err, dedup.ErrNotOwner):
+	case errors.Is(err, idempotency.ErrNotOwner):
 		m.Metrics.completionFailed(op)
 		log.Warn("idempotency lock expired before the response could be stored; a retry may have run the command again",
 			"status", resp.Status, "lock_ttl", m.lockTTL())
@@ -327,7 +327,7 @@ func (m *Idempotency) release(ctx context.Context, op, scoped, owner string, log
 	switch {
 	case err == nil:
 		m.Metrics.released(op)
-	case errors.Is(err, dedup.ErrNotOwner):
+	case errors.Is(err, idempotency.ErrNotOwner):
 		m.Metrics.releaseFailed(op)
 		log.Warn("idempotency lock expired before the key could be released", "lock_ttl", m.lockTTL())
 	default:
@@ -459,7 +459,7 @@ func idemReplayHeader(sent http.Header) http.Header {
 }
 
 // idemReplay sends a stored response again, marked as a replay.
-func idemReplay(w http.ResponseWriter, resp *dedup.Response) {
+func idemReplay(w http.ResponseWriter, resp *idempotency.Response) {
 	h := w.Header()
 	for name, v := range resp.Header {
 		h[name] = append([]string(nil), v...)

@@ -16,6 +16,7 @@ import (
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // BenchmarkIdempotencyOverhead measures what the middleware adds to a
@@ -25,12 +26,12 @@ import (
 // handler. Besides ns/op it reports the p50 and p99 latency of one request
 // in microseconds and the throughput.
 func BenchmarkIdempotencyOverhead(b *testing.B) {
-	sqlStore := func(open func(testing.TB) dbtest.Backend) func(testing.TB) dedup.KeyStore {
-		return func(tb testing.TB) dedup.KeyStore { return idemSQLStore(tb, open(tb).URL) }
+	sqlStore := func(open func(testing.TB) dbtest.Backend) func(testing.TB) idempotency.KeyStore {
+		return func(tb testing.TB) idempotency.KeyStore { return idemSQLStore(tb, open(tb).URL) }
 	}
 	stores := []idemStore{
 		{"none", nil},
-		{"memory", func(testing.TB) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
+		{"memory", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
 		{"redis", idemRedisStore},
 		{"postgres", sqlStore(dbtest.Postgres)},
 		{"sqlite", sqlStore(dbtest.SQLite)},

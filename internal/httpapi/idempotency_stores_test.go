@@ -8,6 +8,7 @@ import (
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -15,21 +16,21 @@ import (
 type idemStore struct {
 	name string
 	// open returns a fresh, empty store, closed when the test ends.
-	open func(t testing.TB) dedup.KeyStore
+	open func(t testing.TB) idempotency.KeyStore
 }
 
 // idemStores are the three KeyStores of the project, SQL on both databases.
 // Redis and PostgreSQL are skipped under -short and when unreachable, unless
 // REQUIRE_SERVICES is set.
 var idemStores = []idemStore{
-	{"memory", func(testing.TB) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
+	{"memory", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
 	{"redis", idemRedisStore},
-	{"sqlite", func(t testing.TB) dedup.KeyStore { return idemSQLStore(t, dbtest.SQLite(t).URL) }},
-	{"postgres", func(t testing.TB) dedup.KeyStore { return idemSQLStore(t, dbtest.Postgres(t).URL) }},
+	{"sqlite", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.SQLite(t).URL) }},
+	{"postgres", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.Postgres(t).URL) }},
 }
 
 // idemEachStore runs test once per store, each time on a fresh one.
-func idemEachStore(t *testing.T, test func(t *testing.T, ks dedup.KeyStore)) {
+func idemEachStore(t *testing.T, test func(t *testing.T, ks idempotency.KeyStore)) {
 	t.Helper()
 	for _, s := range idemStores {
 		t.Run("store="+s.name, func(t *testing.T) { test(t, s.open(t)) })
@@ -38,14 +39,14 @@ func idemEachStore(t *testing.T, test func(t *testing.T, ks dedup.KeyStore)) {
 
 // idemRedisStore returns a redisstore.Store under a prefix of the test's
 // own, whose keys are deleted when the test ends (dbtest.Redis).
-func idemRedisStore(t testing.TB) dedup.KeyStore {
+func idemRedisStore(t testing.TB) idempotency.KeyStore {
 	t.Helper()
 	return redisstore.New(dbtest.Redis(t))
 }
 
 // idemSQLStore opens the database at url (running its migrations) and
 // returns a sqlstore.Store on it; the database is closed when the test ends.
-func idemSQLStore(t testing.TB, url string) dedup.KeyStore {
+func idemSQLStore(t testing.TB, url string) idempotency.KeyStore {
 	t.Helper()
 	st, err := store.Open(context.Background(), url)
 	if err != nil {

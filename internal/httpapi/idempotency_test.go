@@ -28,6 +28,7 @@ import (
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -98,7 +99,7 @@ func idemPost(h http.Handler, key, body string) *httptest.ResponseRecorder {
 
 // idemMiddleware returns an Idempotency over ks with metrics in a registry
 // of the test's own.
-func idemMiddleware(ks dedup.KeyStore) (*httpapi.Idempotency, *prometheus.Registry) {
+func idemMiddleware(ks idempotency.KeyStore) (*httpapi.Idempotency, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	return &httpapi.Idempotency{Store: ks, LockTTL: 10 * time.Second, Metrics: httpapi.NewMetrics(reg), Logger: slog.New(slog.DiscardHandler)}, reg
 }
@@ -209,7 +210,7 @@ func TestIdempotencyKeyAndTenantRules(t *testing.T) {
 }
 
 func TestIdempotencyReplaysFinalAnswers(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks dedup.KeyStore) {
+	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		tests := []struct {
 			name   string
 			status int
@@ -242,7 +243,7 @@ func TestIdempotencyReplaysFinalAnswers(t *testing.T) {
 }
 
 func TestIdempotencyInProgressConflicts(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks dedup.KeyStore) {
+	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
 		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			if n == 1 {
@@ -292,7 +293,7 @@ func TestIdempotencyRetryAfterFollowsTheClaimsAge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.age.String()+"/"+tt.remaining.String(), func(t *testing.T) {
-			ks := &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &dedup.Claim{Outcome: dedup.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
+			ks := &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{Outcome: idempotency.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
 			m, _ := idemMiddleware(ks)
 			rec := idemPost(m.Wrap(idemOp, &idemFake{}), "k", "")
 			require.Equal(t, http.StatusConflict, rec.Code)
@@ -302,7 +303,7 @@ func TestIdempotencyRetryAfterFollowsTheClaimsAge(t *testing.T) {
 }
 
 func TestIdempotencyRetryableAnswersReleaseTheKey(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks dedup.KeyStore) {
+	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusBadGateway} {
 			t.Run(strconv.Itoa(status), func(t *testing.T) {
 				fake := &idemFake{respond: idemRespondWith(status, http.StatusOK)}
@@ -328,7 +329,7 @@ func TestIdempotencyRetryableAnswersReleaseTheKey(t *testing.T) {
 }
 
 func TestIdempotencyLockExpiry(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks dedup.KeyStore) {
+	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
 		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			if n == 1 {
@@ -482,20 +483,20 @@ type idemStubStore struct {
 	*dedup.MemoryStore
 	claimErr, completeErr, releaseErr error
 	// claim, if set, replaces the answer of Claim.
-	claim *dedup.Claim
+	claim *idempotency.Claim
 }
 
-func (s *idemStubStore) Claim(ctx context.Context, key, fp string, lockTTL time.Duration) (dedup.Claim, error) {
+func (s *idemStubStore) Claim(ctx context.Context, key, fp string, lockTTL time.Duration) (idempotency.Claim, error) {
 	switch {
 	case s.claimErr != nil:
-		return dedup.Claim{}, s.claimErr
+		return idempotency.Claim{}, s.claimErr
 	case s.claim != nil:
 		return *s.claim, nil
 	}
 	return s.MemoryStore.Claim(ctx, key, fp, lockTTL)
 }
 
-func (s *idemStubStore) Complete(ctx context.Context, key, owner string, resp dedup.Response, ttl time.Duration) error {
+func (s *idemStubStore) Complete(ctx context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	if s.completeErr != nil {
 		return s.completeErr
 	}
@@ -510,7 +511,7 @@ func (s *idemStubStore) Release(ctx context.Context, key, owner string) error {
 }
 
 // idemUnreachableRedis is a redisstore.Store on a port nobody listens on.
-func idemUnreachableRedis(t testing.TB) dedup.KeyStore {
+func idemUnreachableRedis(t testing.TB) idempotency.KeyStore {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -521,7 +522,7 @@ func idemUnreachableRedis(t testing.TB) dedup.KeyStore {
 }
 
 // idemClosedSQL is a sqlstore.Store whose database is closed.
-func idemClosedSQL(t testing.TB) dedup.KeyStore {
+func idemClosedSQL(t testing.TB) idempotency.KeyStore {
 	st, err := store.Open(context.Background(), dbtest.SQLite(t).URL)
 	require.NoError(t, err)
 	s := sqlstore.New(st)
@@ -532,16 +533,16 @@ func idemClosedSQL(t testing.TB) dedup.KeyStore {
 func TestIdempotencyStoreDownFailsClosed(t *testing.T) {
 	tests := []struct {
 		name string
-		ks   func(t testing.TB) dedup.KeyStore
+		ks   func(t testing.TB) idempotency.KeyStore
 	}{
-		{"claim error", func(testing.TB) dedup.KeyStore {
+		{"claim error", func(testing.TB) idempotency.KeyStore {
 			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claimErr: errors.New("connection refused")}
 		}},
-		{"replay without a response", func(testing.TB) dedup.KeyStore {
-			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &dedup.Claim{Outcome: dedup.Replay}}
+		{"replay without a response", func(testing.TB) idempotency.KeyStore {
+			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{Outcome: idempotency.Replay}}
 		}},
-		{"unknown outcome", func(testing.TB) dedup.KeyStore {
-			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &dedup.Claim{}}
+		{"unknown outcome", func(testing.TB) idempotency.KeyStore {
+			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{}}
 		}},
 		{"redis unreachable", idemUnreachableRedis},
 		{"database closed", idemClosedSQL},
@@ -581,7 +582,7 @@ func TestIdempotencySettleFailures(t *testing.T) {
 		},
 		{
 			name:     "complete finds the lock lost",
-			store:    &idemStubStore{completeErr: dedup.ErrNotOwner},
+			store:    &idemStubStore{completeErr: idempotency.ErrNotOwner},
 			status:   http.StatusOK,
 			counters: []string{"idempotency_completion_failures_total"},
 			next:     http.StatusConflict,
@@ -596,7 +597,7 @@ func TestIdempotencySettleFailures(t *testing.T) {
 		},
 		{
 			name:     "release finds the lock lost",
-			store:    &idemStubStore{releaseErr: dedup.ErrNotOwner},
+			store:    &idemStubStore{releaseErr: idempotency.ErrNotOwner},
 			status:   http.StatusTooManyRequests,
 			counters: []string{"idempotency_release_failures_total"},
 			next:     http.StatusConflict,
@@ -730,7 +731,7 @@ func TestIdempotencyWrapNeedsAStore(t *testing.T) {
 
 func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	const clients = 50
-	idemEachStore(t, func(t *testing.T, ks dedup.KeyStore) {
+	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			time.Sleep(100 * time.Millisecond)
 			idemAnswer(w, r, http.StatusOK, n)

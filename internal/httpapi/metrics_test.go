@@ -11,6 +11,7 @@ import (
 
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 func TestInstrumentCountsByRoutePattern(t *testing.T) {
@@ -57,7 +58,7 @@ func TestNilMetricsAreNoOps(t *testing.T) {
 	m.Instrument("POST /v1/events", inner).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/events", nil))
 	assert.Equal(t, http.StatusAccepted, rec.Code)
 
-	idem := &httpapi.Idempotency{Store: &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), completeErr: dedup.ErrNotOwner}}
+	idem := &httpapi.Idempotency{Store: &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), completeErr: idempotency.ErrNotOwner}}
 	h := idem.Wrap(idemOp, &idemFake{respond: idemRespondWith(http.StatusOK)})
 	require.Equal(t, http.StatusOK, idemPost(h, "k", "").Code, "every counter path runs without metrics")
 	require.Equal(t, http.StatusConflict, idemPost(h, "k", "").Code)

@@ -30,6 +30,7 @@ import (
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/problem"
@@ -52,7 +53,7 @@ type stack struct {
 }
 
 // newStack starts everything; keys is the idempotency key store.
-func newStack(t testing.TB, keys dedup.KeyStore) *stack {
+func newStack(t testing.TB, keys idempotency.KeyStore) *stack {
 	t.Helper()
 	return newStackWith(t, keys, stackConfig{})
 }
@@ -67,7 +68,7 @@ type stackConfig struct {
 }
 
 // newStackWith starts a stack as cfg says.
-func newStackWith(t testing.TB, keys dedup.KeyStore, cfg stackConfig) *stack {
+func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *stack {
 	t.Helper()
 	c := devserver.ForTest(t, devserver.Options{}).Client()
 	ctx := context.Background()
@@ -232,15 +233,15 @@ func TestPointsIdempotencyRules(t *testing.T) {
 // SQL store on PostgreSQL.
 func keyStores(t *testing.T) []struct {
 	name string
-	open func(t *testing.T) dedup.KeyStore
+	open func(t *testing.T) idempotency.KeyStore
 } {
 	return []struct {
 		name string
-		open func(t *testing.T) dedup.KeyStore
+		open func(t *testing.T) idempotency.KeyStore
 	}{
-		{"memory", func(*testing.T) dedup.KeyStore { return dedup.NewMemoryStore(0) }},
-		{"redis", func(t *testing.T) dedup.KeyStore { return redisstore.New(dbtest.Redis(t)) }},
-		{"postgres", func(t *testing.T) dedup.KeyStore {
+		{"memory", func(*testing.T) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
+		{"redis", func(t *testing.T) idempotency.KeyStore { return redisstore.New(dbtest.Redis(t)) }},
+		{"postgres", func(t *testing.T) idempotency.KeyStore {
 			st, err := store.Open(context.Background(), dbtest.Postgres(t).URL)
 			if err != nil {
 				t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
@@ -54,7 +55,7 @@ func (u *unreachable) DescribeWorkflowExecution(ctx context.Context, workflowID,
 
 // serveAPI serves the HTTP API over svc with the Idempotency-Key store keys
 // until the test ends, and returns its base URL.
-func serveAPI(t *testing.T, svc *platform.Service, keys dedup.KeyStore) string {
+func serveAPI(t *testing.T, svc *platform.Service, keys idempotency.KeyStore) string {
 	t.Helper()
 	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
 	api := &httpapi.Server{

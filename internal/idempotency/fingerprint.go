@@ -1,4 +1,4 @@
-package dedup
+package idempotency
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ const jsonSpace = " \t\r\n"
 // space in the body never change it, and no two distinct field values can
 // encode alike. A body of nothing but white space counts as no body, which is
 // distinct from "{}". A body that is not one JSON value is an error (the HTTP
-// layer answers 400). (Fingerprint, in window.go, is the entity Window's
-// 32-bit digest of an event; this one names the HTTP request.)
+// layer answers 400). (dedup.Fingerprint is the entity Window's 32-bit
+// digest of an event; this one names the HTTP request.)
 func RequestFingerprint(method, route, tenant string, body []byte) (string, error) {
 	var canon []byte
 	if len(bytes.Trim(body, jsonSpace)) > 0 {

@@ -1,4 +1,10 @@
-package dedup
+// Package idempotency is the HTTP API's Idempotency-Key layer: the KeyStore
+// that remembers each key's request (its fingerprint), state and response,
+// and the request fingerprints that tell a retry from another request.
+// Stores: memory, redisstore and sqlstore below it; conformance holds the
+// suite all of them pass. (The rewards entity's own dedup window is
+// dedup.Window, a separate, workflow-safe layer.)
+package idempotency
 
 import (
 	"context"
@@ -18,7 +24,7 @@ import (
 // lasts: a holder whose lock expired, taken over by another request or not,
 // can no longer write. Keys
 // come already scoped (tenant, operation, key); implementations treat them as
-// opaque strings. Implementations: MemoryStore here, Redis in
+// opaque strings. Implementations: dedup.MemoryStore, Redis in
 // dedup/redisstore, SQL in dedup/sqlstore; dedup/keystoretest holds the
 // conformance suite all of them pass.
 type KeyStore interface {

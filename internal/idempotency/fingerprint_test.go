@@ -1,4 +1,4 @@
-package dedup_test
+package idempotency_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 func TestRequestFingerprint(t *testing.T) {
@@ -21,7 +21,7 @@ func TestRequestFingerprint(t *testing.T) {
 	base := request{"POST", "/v1/customers/c-1/points", "t-1", `{"points":5,"reason":"order"}`}
 	fp := func(t *testing.T, r request) string {
 		t.Helper()
-		got, err := dedup.RequestFingerprint(r.method, r.route, r.tenant, []byte(r.body))
+		got, err := idempotency.RequestFingerprint(r.method, r.route, r.tenant, []byte(r.body))
 		require.NoError(t, err)
 		require.Len(t, got, 64, "hex SHA-256")
 		return got
@@ -85,7 +85,7 @@ func TestRequestFingerprint(t *testing.T) {
 
 	for _, body := range []string{`{`, `{"a":1} {"b":2}`, `{"a":1}x`, `nope`, "\u00a0", `{'a':1}`} {
 		t.Run("invalid/"+strconv.Quote(body), func(t *testing.T) {
-			_, err := dedup.RequestFingerprint("POST", "/r", "t", []byte(body))
+			_, err := idempotency.RequestFingerprint("POST", "/r", "t", []byte(body))
 			assert.Error(t, err)
 		})
 	}
@@ -109,7 +109,7 @@ func FuzzRequestFingerprint(f *testing.F) {
 		f.Add(seed.method, seed.route, seed.tenant, []byte(seed.body))
 	}
 	f.Fuzz(func(t *testing.T, method, route, tenant string, body []byte) {
-		want, err := dedup.RequestFingerprint(method, route, tenant, body)
+		want, err := idempotency.RequestFingerprint(method, route, tenant, body)
 		if err != nil {
 			return
 		}
@@ -124,7 +124,7 @@ func FuzzRequestFingerprint(f *testing.F) {
 		}
 		var reordered bytes.Buffer
 		writeReordered(&reordered, v)
-		got, err := dedup.RequestFingerprint(asciiLower(method), route, tenant, reordered.Bytes())
+		got, err := idempotency.RequestFingerprint(asciiLower(method), route, tenant, reordered.Bytes())
 		if err != nil {
 			t.Fatalf("reordered body %q rejected: %v", reordered.Bytes(), err)
 		}

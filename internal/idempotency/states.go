@@ -1,4 +1,4 @@
-package dedup
+package idempotency
 
 import (
 	"crypto/rand"
