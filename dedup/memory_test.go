@@ -10,29 +10,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entityflow/entityflow/dedup"
-	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/conformance"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
 	t.Run("fake clock", func(t *testing.T) {
-		keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
-			clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
+			clock := conformance.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 			s := dedup.NewMemoryStore(0)
 			s.Now = clock.Now
 			return s, clock
 		})
 	})
 	t.Run("real clock", func(t *testing.T) {
-		keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
-			return dedup.NewMemoryStore(0), keystoretest.RealClock{}
+		conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
+			return dedup.NewMemoryStore(0), conformance.RealClock{}
 		})
 	})
 }
 
 // fakeMemoryStore is a MemoryStore of at most maxKeys keys on a fake clock.
-func fakeMemoryStore(maxKeys int) (*dedup.MemoryStore, *keystoretest.FakeClock) {
-	clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+func fakeMemoryStore(maxKeys int) (*dedup.MemoryStore, *conformance.FakeClock) {
+	clock := conformance.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := dedup.NewMemoryStore(maxKeys)
 	s.Now = clock.Now
 	return s, clock
@@ -66,5 +66,5 @@ func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {
 }
 
 func BenchmarkClaimComplete(b *testing.B) {
-	keystoretest.BenchmarkClaimComplete(b, dedup.NewMemoryStore(0))
+	conformance.BenchmarkClaimComplete(b, dedup.NewMemoryStore(0))
 }

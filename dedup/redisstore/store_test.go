@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/conformance"
 )
 
 // testStore returns a Store on the test Redis under a prefix of the test's
@@ -28,9 +28,9 @@ func testStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 }
 
 func TestConformance(t *testing.T) {
-	keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
+	conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
 		s, _, _ := testStore(t)
-		return s, keystoretest.RealClock{}
+		return s, conformance.RealClock{}
 	})
 }
 
@@ -136,5 +136,5 @@ func TestUnavailable(t *testing.T) {
 
 func BenchmarkClaimComplete(b *testing.B) {
 	s, _, _ := testStore(b)
-	keystoretest.BenchmarkClaimComplete(b, s)
+	conformance.BenchmarkClaimComplete(b, s)
 }

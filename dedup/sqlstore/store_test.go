@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup/keystoretest"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/conformance"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -43,8 +43,8 @@ func eachBackend(t *testing.T, test func(t *testing.T, st *store.Store)) {
 func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			keystoretest.Run(t, func(t *testing.T) (idempotency.KeyStore, keystoretest.Clock) {
-				return sqlstore.New(openStore(t, b.open(t).URL)), keystoretest.RealClock{}
+			conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
+				return sqlstore.New(openStore(t, b.open(t).URL)), conformance.RealClock{}
 			})
 		})
 	}
@@ -73,7 +73,7 @@ func readRow(t *testing.T, st *store.Store, key string) row {
 func TestRowTimesAreUnixMillis(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
-		clock := keystoretest.NewFakeClock(time.UnixMilli(1_767_225_600_123))
+		clock := conformance.NewFakeClock(time.UnixMilli(1_767_225_600_123))
 		s := sqlstore.New(st)
 		s.Now = clock.Now
 		start := clock.Now().UnixMilli()
@@ -103,7 +103,7 @@ func TestRowTimesAreUnixMillis(t *testing.T) {
 func TestReap(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
-		clock := keystoretest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		clock := conformance.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		s := sqlstore.New(st)
 		s.Now = clock.Now
 		ok := idempotency.Response{Status: http.StatusOK}
@@ -195,7 +195,7 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			keystoretest.BenchmarkClaimComplete(b, sqlstore.New(openStore(b, be.open(b).URL)))
+			conformance.BenchmarkClaimComplete(b, sqlstore.New(openStore(b, be.open(b).URL)))
 		})
 	}
 }

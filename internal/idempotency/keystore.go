@@ -25,7 +25,7 @@ import (
 // can no longer write. Keys
 // come already scoped (tenant, operation, key); implementations treat them as
 // opaque strings. Implementations: dedup.MemoryStore, Redis in
-// dedup/redisstore, SQL in dedup/sqlstore; dedup/keystoretest holds the
+// dedup/redisstore, SQL in dedup/sqlstore; the conformance package holds the
 // conformance suite all of them pass.
 type KeyStore interface {
 	// Claim asks for key on behalf of a request with the given fingerprint.

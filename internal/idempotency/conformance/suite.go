@@ -1,7 +1,7 @@
-// Package keystoretest is the conformance suite of idempotency.KeyStore: every
-// implementation's tests call Run, so the memory, Redis and SQL stores are
-// held to one behaviour.
-package keystoretest
+// Package conformance is the conformance suite of idempotency.KeyStore:
+// every implementation's tests call Run, so the memory, Redis and SQL stores
+// are held to one behaviour.
+package conformance
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package keystoretest
+package conformance
 
 import (
 	"sync"
