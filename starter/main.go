@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 	"github.com/entityflow/entityflow/workflows"
@@ -120,37 +121,68 @@ func globalFlags(fs *flag.FlagSet) globals {
 	}
 }
 
-// session checks the customer ID and connects to Temporal for a rewards command.
-func (g globals) session(ctx context.Context, customer string) (context.Context, *rewardsclient.Client, func(), error) {
-	if customer == "" {
-		return nil, nil, nil, errors.New("-customer is required")
+// session is what one command holds while it runs: its context, bounded by
+// -timeout, the Temporal client, and what the command works through, the
+// rewards client (with the customer it is for) or the platform service (with
+// its database). Close releases all of it.
+type session struct {
+	ctx      context.Context
+	temporal client.Client
+	// rewards and customer are set for the rewards commands (rewardsSession).
+	rewards  *rewardsclient.Client
+	customer string
+	// platform is set for the platform commands (platformSession); its Store
+	// is open.
+	platform *platform.Service
+
+	cancel context.CancelFunc
+}
+
+// Close closes the database, if the session opened one, ends the context and
+// closes the Temporal client.
+func (s *session) Close() {
+	if s.platform != nil {
+		s.platform.Store.Close()
 	}
-	if err := workflows.ValidateCustomerID(customer); err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, c, done, err := g.dial(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return ctx, &rewardsclient.Client{Temporal: c}, done, nil
+	s.cancel()
+	s.temporal.Close()
 }
 
 // dial connects to Temporal (an unreachable server is an error, not a wait)
-// and bounds the command by -timeout. done closes both.
-func (g globals) dial(ctx context.Context) (context.Context, client.Client, func(), error) {
+// and bounds the command by -timeout: a session with neither rewards client
+// nor platform service yet, for rewardsSession and platformSession.
+func (g globals) dial(ctx context.Context) (*session, error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	dctx, cancelDial := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelDial()
 	c, err := temporalclient.Dial(dctx, opts, logger)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
+		return nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	return ctx, c, func() { cancel(); c.Close() }, nil
+	return &session{ctx: ctx, temporal: c, cancel: cancel}, nil
+}
+
+// rewardsSession checks the customer ID and connects to Temporal for a
+// rewards command.
+func (g globals) rewardsSession(ctx context.Context, customer string) (*session, error) {
+	if customer == "" {
+		return nil, errors.New("-customer is required")
+	}
+	if err := workflows.ValidateCustomerID(customer); err != nil {
+		return nil, err
+	}
+	s, err := g.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.rewards = &rewardsclient.Client{Temporal: s.temporal}
+	s.customer = customer
+	return s, nil
 }
 
 // customerFlag adds the -customer flag of the rewards commands.
@@ -184,19 +216,19 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err := ev.Validate(); err != nil {
 		return err
 	}
-	ctx, rc, done, err := g.session(ctx, *customer)
+	s, err := g.rewardsSession(ctx, *customer)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer s.Close()
 	if *asSignal {
-		if err := rc.AddPoints(ctx, *customer, ev); err != nil {
+		if err := s.rewards.AddPoints(s.ctx, s.customer, ev); err != nil {
 			return err
 		}
 		return print(out, *g.asJSON, map[string]any{"sent": true, "dedup_key": ev.DedupKey},
 			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, *customer, ev.DedupKey))
 	}
-	res, err := rc.ApplyPoints(ctx, *customer, ev)
+	res, err := s.rewards.ApplyPoints(s.ctx, s.customer, ev)
 	if err != nil {
 		return err
 	}
@@ -216,22 +248,21 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 
 // customerCommand parses the flags of a rewards command that takes only
 // -customer, and connects for it.
-func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, args []string) (context.Context, *rewardsclient.Client, string, func(), error) {
+func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, args []string) (*session, error) {
 	customer := customerFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, "", nil, err
+		return nil, err
 	}
-	ctx, rc, done, err := g.session(ctx, *customer)
-	return ctx, rc, *customer, done, err
+	return g.rewardsSession(ctx, *customer)
 }
 
 func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	st, err := rc.Status(ctx, customer)
+	defer s.Close()
+	st, err := s.rewards.Status(s.ctx, s.customer)
 	if err != nil {
 		return err
 	}
@@ -242,12 +273,12 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 // unenrollment (the entity starts again with no points), nothing for a
 // customer who is enrolled.
 func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	st, err := rc.Enroll(ctx, customer)
+	defer s.Close()
+	st, err := s.rewards.Enroll(s.ctx, s.customer)
 	if err != nil {
 		return err
 	}
@@ -265,16 +296,16 @@ func statusText(st workflows.Status) string {
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	ctx, rc, customer, done, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	if err := rc.Unenroll(ctx, customer); err != nil {
+	defer s.Close()
+	if err := s.rewards.Unenroll(s.ctx, s.customer); err != nil {
 		return err
 	}
-	return print(out, *g.asJSON, map[string]any{"customer_id": customer, "unenroll_sent": true},
-		fmt.Sprintf("unenroll sent to %s", customer))
+	return print(out, *g.asJSON, map[string]any{"customer_id": s.customer, "unenroll_sent": true},
+		fmt.Sprintf("unenroll sent to %s", s.customer))
 }
 
 func print(out io.Writer, asJSON bool, v any, text string) error {

@@ -22,37 +22,37 @@ func databaseFlag(fs *flag.FlagSet) *string {
 	return fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
 }
 
-// platformSession opens the database and connects to Temporal for a platform
-// command; done closes both.
-func (g globals) platformSession(ctx context.Context, databaseURL string) (context.Context, *platform.Service, func(), error) {
-	ctx, c, closeTemporal, err := g.dial(ctx)
+// platformSession connects to Temporal and opens the database for a
+// platform command.
+func (g globals) platformSession(ctx context.Context, databaseURL string) (*session, error) {
+	s, err := g.dial(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	st, err := store.Open(ctx, databaseURL)
+	st, err := store.Open(s.ctx, databaseURL)
 	if err != nil {
-		closeTemporal()
-		return nil, nil, nil, fmt.Errorf("opening database: %w", err)
+		s.Close()
+		return nil, fmt.Errorf("opening database: %w", err)
 	}
-	svc := &platform.Service{Store: st, Temporal: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return ctx, svc, func() { st.Close(); closeTemporal() }, nil
+	s.platform = &platform.Service{Store: st, Temporal: s.temporal, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return s, nil
 }
 
 // documentSession serves the commands that take a JSON document: it parses
 // the flags -f and -database-url, reads the document, hands it to parse, and
 // only then opens a platform session, so bad input fails before any connection.
-func (g globals) documentSession(ctx context.Context, fs *flag.FlagSet, args []string, what string, parse func([]byte) error) (context.Context, *platform.Service, func(), error) {
+func (g globals) documentSession(ctx context.Context, fs *flag.FlagSet, args []string, what string, parse func([]byte) error) (*session, error) {
 	file := fs.String("f", "", what+" `file` (JSON; - for stdin)")
 	dbURL := databaseFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	doc, err := readDocument(*file)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if err := parse(doc); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	return g.platformSession(ctx, *dbURL)
 }
@@ -71,15 +71,15 @@ func readDocument(path string) ([]byte, error) {
 
 func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	var def contracts.ActivityDefinition
-	ctx, svc, done, err := g.documentSession(ctx, fs, args, "activity definition", func(doc []byte) (err error) {
+	s, err := g.documentSession(ctx, fs, args, "activity definition", func(doc []byte) (err error) {
 		def, err = contracts.ParseActivityDefinition(doc)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	res, err := svc.Define(ctx, def)
+	defer s.Close()
+	res, err := s.platform.Define(s.ctx, def)
 	if err != nil {
 		return err
 	}
@@ -100,15 +100,15 @@ func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 
 func eventCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	var env contracts.EventEnvelope
-	ctx, svc, done, err := g.documentSession(ctx, fs, args, "event envelope", func(doc []byte) (err error) {
+	s, err := g.documentSession(ctx, fs, args, "event envelope", func(doc []byte) (err error) {
 		env, err = contracts.ParseEventEnvelope(doc)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	routed, err := svc.Deliver(ctx, env)
+	defer s.Close()
+	routed, err := s.platform.Deliver(s.ctx, env)
 	if err != nil {
 		return err
 	}
@@ -143,12 +143,12 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 	if *key == "" {
 		*key = uuid.NewString()
 	}
-	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	s, err := g.platformSession(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
-	defer done()
-	res, err := svc.StartManualRun(ctx, *activityID, *key)
+	defer s.Close()
+	res, err := s.platform.StartManualRun(s.ctx, *activityID, *key)
 	if err != nil {
 		return err
 	}
@@ -167,12 +167,12 @@ func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, svc, done, err := g.platformSession(ctx, *dbURL)
+	s, err := g.platformSession(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
-	defer done()
-	rep, err := svc.SyncSchedules(ctx)
+	defer s.Close()
+	rep, err := s.platform.SyncSchedules(s.ctx)
 	if err != nil {
 		return err
 	}
