@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 )
@@ -26,7 +26,7 @@ func TestEventsKeyDefaultsToEventID(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	h := (&httpapi.Server{
 		Platform:    &platform.Service{Store: st, Logger: logger}, // no subscribers: Temporal is not called
-		Idempotency: &httpapi.Idempotency{Store: dedup.NewMemoryStore(0), Logger: logger},
+		Idempotency: &httpapi.Idempotency{Store: memory.NewStore(0), Logger: logger},
 		Logger:      logger,
 	}).Handler()
 	const (

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -58,7 +58,7 @@ func TestPointsOutcomeUnknownIs504(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	api := &httpapi.Server{
 		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
-		Idempotency: &httpapi.Idempotency{Store: dedup.NewMemoryStore(0), Logger: logger},
+		Idempotency: &httpapi.Idempotency{Store: memory.NewStore(0), Logger: logger},
 		Timeout:     300 * time.Millisecond,
 		Logger:      logger,
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 )
@@ -38,7 +38,7 @@ func TestHealthChecksTheKeyStore(t *testing.T) {
 		keys   func(testing.TB) idempotency.KeyStore
 		status int
 	}{
-		{"every dependency up", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }, http.StatusOK},
+		{"every dependency up", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }, http.StatusOK},
 		{"redis on a closed port", idemUnreachableRedis, http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
 
 // BenchmarkIdempotencyOverhead measures what the middleware adds to a
@@ -31,7 +31,7 @@ func BenchmarkIdempotencyOverhead(b *testing.B) {
 	}
 	stores := []idemStore{
 		{"none", nil},
-		{"memory", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
+		{"memory", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }},
 		{"redis", idemRedisStore},
 		{"postgres", sqlStore(dbtest.Postgres)},
 		{"sqlite", sqlStore(dbtest.SQLite)},

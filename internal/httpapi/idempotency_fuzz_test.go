@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
 
 // idemFuzzMaxBody is the body limit of the fuzzed middleware, small enough
@@ -55,7 +55,7 @@ func idemFuzzRequest(method, key, tenant string, body []byte) *http.Request {
 }
 
 // FuzzIdempotencyRequest sends random keys, tenants, methods and bodies
-// through the middleware over a MemoryStore, each twice and then once more
+// through the middleware over a memory.Store, each twice and then once more
 // as a different request: it never panics, never answers 5xx, refuses
 // garbage with the 4xx the rules give, replays an accepted request and
 // refuses the key's reuse with 422.
@@ -70,7 +70,7 @@ func FuzzIdempotencyRequest(f *testing.F) {
 	f.Add("\x7f", "ü", "", []byte("\xff"))
 	f.Fuzz(func(t *testing.T, key, tenant, method string, body []byte) {
 		fake := &idemFake{}
-		m := &httpapi.Idempotency{Store: dedup.NewMemoryStore(0), MaxBody: idemFuzzMaxBody, Logger: slog.New(slog.DiscardHandler)}
+		m := &httpapi.Idempotency{Store: memory.NewStore(0), MaxBody: idemFuzzMaxBody, Logger: slog.New(slog.DiscardHandler)}
 		h := m.Wrap(idemOp, fake)
 		want := idemFuzzExpect(key, tenant, body)
 		first := idemServe(h, idemFuzzRequest(method, key, tenant, body))

@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -23,7 +23,7 @@ type idemStore struct {
 // Redis and PostgreSQL are skipped under -short and when unreachable, unless
 // REQUIRE_SERVICES is set.
 var idemStores = []idemStore{
-	{"memory", func(testing.TB) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
+	{"memory", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }},
 	{"redis", idemRedisStore},
 	{"sqlite", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.SQLite(t).URL) }},
 	{"postgres", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.Postgres(t).URL) }},

@@ -23,12 +23,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -192,7 +192,7 @@ func TestIdempotencyKeyAndTenantRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &idemFake{}
-			m, _ := idemMiddleware(dedup.NewMemoryStore(0))
+			m, _ := idemMiddleware(memory.NewStore(0))
 			r := idemRequest(http.MethodPost, idemPath, "", "", `{"points":5}`)
 			for name, values := range tt.header {
 				r.Header[name] = values
@@ -293,7 +293,7 @@ func TestIdempotencyRetryAfterFollowsTheClaimsAge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.age.String()+"/"+tt.remaining.String(), func(t *testing.T) {
-			ks := &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{Outcome: idempotency.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
+			ks := &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
 			m, _ := idemMiddleware(ks)
 			rec := idemPost(m.Wrap(idemOp, &idemFake{}), "k", "")
 			require.Equal(t, http.StatusConflict, rec.Code)
@@ -420,7 +420,7 @@ func TestIdempotencyMismatchAndScope(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &idemFake{}
-			m, reg := idemMiddleware(dedup.NewMemoryStore(0))
+			m, reg := idemMiddleware(memory.NewStore(0))
 			var mismatches float64
 			for i, s := range tt.steps {
 				rec := idemServe(m.Wrap(s.op, fake), idemRequest(s.method, s.path, "same-key", s.tenant, s.body))
@@ -463,7 +463,7 @@ func TestIdempotencyBody(t *testing.T) {
 				assert.EqualValues(t, len(tt.body), r.ContentLength)
 				w.WriteHeader(http.StatusOK)
 			}}
-			m, _ := idemMiddleware(dedup.NewMemoryStore(0))
+			m, _ := idemMiddleware(memory.NewStore(0))
 			m.MaxBody = 16
 			rec := idemPost(m.Wrap(idemOp, fake), "k", tt.body)
 			require.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
@@ -478,9 +478,9 @@ func TestIdempotencyBody(t *testing.T) {
 }
 
 // idemStubStore is a KeyStore that fails where told to and otherwise defers
-// to a MemoryStore.
+// to a memory.Store.
 type idemStubStore struct {
-	*dedup.MemoryStore
+	*memory.Store
 	claimErr, completeErr, releaseErr error
 	// claim, if set, replaces the answer of Claim.
 	claim *idempotency.Claim
@@ -493,21 +493,21 @@ func (s *idemStubStore) Claim(ctx context.Context, key, fp string, lockTTL time.
 	case s.claim != nil:
 		return *s.claim, nil
 	}
-	return s.MemoryStore.Claim(ctx, key, fp, lockTTL)
+	return s.Store.Claim(ctx, key, fp, lockTTL)
 }
 
 func (s *idemStubStore) Complete(ctx context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	if s.completeErr != nil {
 		return s.completeErr
 	}
-	return s.MemoryStore.Complete(ctx, key, owner, resp, ttl)
+	return s.Store.Complete(ctx, key, owner, resp, ttl)
 }
 
 func (s *idemStubStore) Release(ctx context.Context, key, owner string) error {
 	if s.releaseErr != nil {
 		return s.releaseErr
 	}
-	return s.MemoryStore.Release(ctx, key, owner)
+	return s.Store.Release(ctx, key, owner)
 }
 
 // idemUnreachableRedis is a redisstore.Store on a port nobody listens on.
@@ -536,13 +536,13 @@ func TestIdempotencyStoreDownFailsClosed(t *testing.T) {
 		ks   func(t testing.TB) idempotency.KeyStore
 	}{
 		{"claim error", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claimErr: errors.New("connection refused")}
+			return &idemStubStore{Store: memory.NewStore(0), claimErr: errors.New("connection refused")}
 		}},
 		{"replay without a response", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{Outcome: idempotency.Replay}}
+			return &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.Replay}}
 		}},
 		{"unknown outcome", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), claim: &idempotency.Claim{}}
+			return &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{}}
 		}},
 		{"redis unreachable", idemUnreachableRedis},
 		{"database closed", idemClosedSQL},
@@ -605,7 +605,7 @@ func TestIdempotencySettleFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.store.MemoryStore = dedup.NewMemoryStore(0)
+			tt.store.Store = memory.NewStore(0)
 			fake := &idemFake{respond: idemRespondWith(tt.status)}
 			m, reg := idemMiddleware(tt.store)
 			h := m.Wrap(idemOp, fake)
@@ -635,7 +635,7 @@ func TestIdempotencyPanicReleasesTheKey(t *testing.T) {
 		}
 		idemAnswer(w, r, http.StatusOK, n)
 	}}
-	m, reg := idemMiddleware(dedup.NewMemoryStore(0))
+	m, reg := idemMiddleware(memory.NewStore(0))
 	h := m.Wrap(idemOp, fake)
 
 	rec := httptest.NewRecorder()
@@ -677,7 +677,7 @@ func TestIdempotencyAnswersWithoutWriteHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &idemFake{respond: func(_ int64, w http.ResponseWriter, _ *http.Request) { tt.respond(w) }}
-			m, _ := idemMiddleware(dedup.NewMemoryStore(0))
+			m, _ := idemMiddleware(memory.NewStore(0))
 			h := m.Wrap(idemOp, fake)
 			first := idemPost(h, "k", "")
 			require.Equal(t, tt.status, first.Code)
@@ -702,7 +702,7 @@ func TestScopedKey(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}}
-	m, _ := idemMiddleware(dedup.NewMemoryStore(0))
+	m, _ := idemMiddleware(memory.NewStore(0))
 	for _, c := range []struct{ tenant, op, key string }{
 		{"", "points", "k1"},
 		{"t2", "points", "k1"},

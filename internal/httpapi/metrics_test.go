@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
 
 func TestInstrumentCountsByRoutePattern(t *testing.T) {
@@ -58,7 +58,7 @@ func TestNilMetricsAreNoOps(t *testing.T) {
 	m.Instrument("POST /v1/events", inner).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/events", nil))
 	assert.Equal(t, http.StatusAccepted, rec.Code)
 
-	idem := &httpapi.Idempotency{Store: &idemStubStore{MemoryStore: dedup.NewMemoryStore(0), completeErr: idempotency.ErrNotOwner}}
+	idem := &httpapi.Idempotency{Store: &idemStubStore{Store: memory.NewStore(0), completeErr: idempotency.ErrNotOwner}}
 	h := idem.Wrap(idemOp, &idemFake{respond: idemRespondWith(http.StatusOK)})
 	require.Equal(t, http.StatusOK, idemPost(h, "k", "").Code, "every counter path runs without metrics")
 	require.Equal(t, http.StatusConflict, idemPost(h, "k", "").Code)

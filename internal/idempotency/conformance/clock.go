@@ -20,7 +20,7 @@ type RealClock struct{}
 func (RealClock) Advance(d time.Duration) { time.Sleep(d) }
 
 // FakeClock is a clock that moves only when told to, for stores with an
-// injectable clock (MemoryStore.Now, sqlstore.Store.Now): expiry is then
+// injectable clock (memory.Store.Now, sqlstore.Store.Now): expiry is then
 // tested without waiting. It is safe for concurrent use.
 type FakeClock struct {
 	mu  sync.Mutex

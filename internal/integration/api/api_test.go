@@ -24,13 +24,13 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/problem"
@@ -184,7 +184,7 @@ func decode[T any](t *testing.T, r response) T {
 
 // The contract's Idempotency-Key rules, end to end through the points command.
 func TestPointsIdempotencyRules(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	path := "/v1/customers/c-rules/points"
 	ev := map[string]any{"activity": "purchase", "points": 25, "source_id": "order-1"}
 
@@ -239,7 +239,7 @@ func keyStores(t *testing.T) []struct {
 		name string
 		open func(t *testing.T) idempotency.KeyStore
 	}{
-		{"memory", func(*testing.T) idempotency.KeyStore { return dedup.NewMemoryStore(0) }},
+		{"memory", func(*testing.T) idempotency.KeyStore { return memory.NewStore(0) }},
 		{"redis", func(t *testing.T) idempotency.KeyStore { return redisstore.New(dbtest.Redis(t)) }},
 		{"postgres", func(t *testing.T) idempotency.KeyStore {
 			st, err := store.Open(context.Background(), dbtest.Postgres(t).URL)
@@ -340,7 +340,7 @@ func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
 // refused with 429 and its key released; once the run finishes the same K
 // succeeds and maps to a new run.
 func TestAdmissionRunbook(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	id := uuid.NewString()
 	def := map[string]any{
 		"activity_id": id, "tenant_id": "default", "name": "slow",
@@ -382,7 +382,7 @@ func TestAdmissionRunbook(t *testing.T) {
 // its admission slot forever; the next request at the limit finds it, closes
 // it, and is admitted.
 func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	id := uuid.NewString()
 	def := map[string]any{
 		"activity_id": id, "tenant_id": "default", "name": "stuck",
@@ -441,7 +441,7 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 // Unenrolling twice is unenrolling once: the second command (another key)
 // finds the entity completed and still answers 202; an unknown customer is 404.
 func TestUnenrollTwice(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	if r := s.do("POST", "/v1/customers/c-leaving/points", "p-1", map[string]any{"points": 5}); r.status != http.StatusOK {
 		t.Fatalf("points: %d %s", r.status, r.body)
 	}
@@ -462,7 +462,7 @@ func TestUnenrollTwice(t *testing.T) {
 // Tenants see only their own activities and runs; an activity never changes
 // tenant.
 func TestTenantScoping(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	id := uuid.NewString()
 	def := func(tenant string) map[string]any {
 		return map[string]any{
@@ -499,7 +499,7 @@ func TestTenantScoping(t *testing.T) {
 // released. Once a worker runs, the retry with the same key is answered by
 // the entity, and the event counts once.
 func TestPointsOutcomeUnknownThenRetryAppliesOnce(t *testing.T) {
-	s := newStackWith(t, dedup.NewMemoryStore(0), stackConfig{timeout: 3 * time.Second, noRewardsWorker: true})
+	s := newStackWith(t, memory.NewStore(0), stackConfig{timeout: 3 * time.Second, noRewardsWorker: true})
 	path := "/v1/customers/c-stalled/points"
 	ev := map[string]any{"activity": "purchase", "points": 25, "source_id": "order-stalled"}
 
@@ -529,7 +529,7 @@ func TestPointsOutcomeUnknownThenRetryAppliesOnce(t *testing.T) {
 // entity) until POST /v1/customers/{id}/enroll, which is safe to repeat; the
 // re-enrolled customer starts again with no points.
 func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
-	s := newStack(t, dedup.NewMemoryStore(0))
+	s := newStack(t, memory.NewStore(0))
 	const base = "/v1/customers/c-final"
 	if r := s.do("POST", base+"/points", "p-1", map[string]any{"points": 5}); r.status != http.StatusOK {
 		t.Fatalf("points: %d %s", r.status, r.body)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -23,7 +23,7 @@ import (
 // beside it the same commands sent straight through rewardsclient (no HTTP,
 // no key store), the baseline the API adds to.
 func BenchmarkPointsAPI(b *testing.B) {
-	s := newStack(b, dedup.NewMemoryStore(0))
+	s := newStack(b, memory.NewStore(0))
 	run := uuid.NewString()[:8]
 	var seq atomic.Int64
 	customer := func(n int64) string { return fmt.Sprintf("bench-%s-%d", run, n%16) }

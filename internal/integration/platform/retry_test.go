@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
@@ -132,7 +132,7 @@ func TestRetriedManualRunRunsAfterRepair(t *testing.T) {
 	def := eventDefinition("export.requested", contracts.TaskSpec{TaskType: "noop", Count: 2})
 	def.MaxConcurrentRuns = 1
 	h.define(def)
-	keys := dedup.NewMemoryStore(0)
+	keys := memory.NewStore(0)
 	cutOff := serveAPI(t, &platform.Service{Store: h.store, Temporal: newUnreachable(h.c), Logger: quietLogger(t), StaleAfter: time.Second}, keys)
 	live := serveAPI(t, &platform.Service{Store: h.store, Temporal: h.c, Logger: quietLogger(t), StaleAfter: time.Second}, keys)
 
@@ -247,7 +247,7 @@ func TestRetryOfAFinishedManualRunSaysHowItEnded(t *testing.T) {
 	ctx := background(t)
 	def := eventDefinition("report.requested", contracts.TaskSpec{TaskType: "noop", Count: 1})
 	first.define(def)
-	code, started := postRun(t, serveAPI(t, first.svc, dedup.NewMemoryStore(0)), def.ActivityID, "report-1")
+	code, started := postRun(t, serveAPI(t, first.svc, memory.NewStore(0)), def.ActivityID, "report-1")
 	if code != http.StatusAccepted {
 		t.Fatalf("first run: %d %v", code, started)
 	}
@@ -257,7 +257,7 @@ func TestRetryOfAFinishedManualRunSaysHowItEnded(t *testing.T) {
 
 	later := newHarness(t, nil, db)
 	later.startWorker()
-	code, again := postRun(t, serveAPI(t, later.svc, dedup.NewMemoryStore(0)), def.ActivityID, "report-1")
+	code, again := postRun(t, serveAPI(t, later.svc, memory.NewStore(0)), def.ActivityID, "report-1")
 	if code != http.StatusOK || again["duplicate"] != true || again["status"] != string(workflows.StatusSucceeded) ||
 		again["run_id"] != started["run_id"] || again["workflow_id"] != workflowID {
 		t.Fatalf("retry of a finished run: %d %v, want 200 duplicate with status succeeded", code, again)

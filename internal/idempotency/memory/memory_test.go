@@ -1,4 +1,4 @@
-package dedup_test
+package memory_test
 
 import (
 	"context"
@@ -9,38 +9,38 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/conformance"
+	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
 
-func TestMemoryStoreConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Run("fake clock", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
 			clock := conformance.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			s := dedup.NewMemoryStore(0)
+			s := memory.NewStore(0)
 			s.Now = clock.Now
 			return s, clock
 		})
 	})
 	t.Run("real clock", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T) (idempotency.KeyStore, conformance.Clock) {
-			return dedup.NewMemoryStore(0), conformance.RealClock{}
+			return memory.NewStore(0), conformance.RealClock{}
 		})
 	})
 }
 
-// fakeMemoryStore is a MemoryStore of at most maxKeys keys on a fake clock.
-func fakeMemoryStore(maxKeys int) (*dedup.MemoryStore, *conformance.FakeClock) {
+// fakeStore is a Store of at most maxKeys keys on a fake clock.
+func fakeStore(maxKeys int) (*memory.Store, *conformance.FakeClock) {
 	clock := conformance.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := dedup.NewMemoryStore(maxKeys)
+	s := memory.NewStore(maxKeys)
 	s.Now = clock.Now
 	return s, clock
 }
 
-func TestMemoryStoreEvictedOwnerIsNotOwner(t *testing.T) {
+func TestEvictedOwnerIsNotOwner(t *testing.T) {
 	ctx := context.Background()
-	s, _ := fakeMemoryStore(1)
+	s, _ := fakeStore(1)
 	first, err := s.Claim(ctx, "a", "fp", time.Minute)
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, "b", "fp", time.Minute)
@@ -49,9 +49,9 @@ func TestMemoryStoreEvictedOwnerIsNotOwner(t *testing.T) {
 	assert.ErrorIs(t, s.Complete(ctx, "a", first.Owner, idempotency.Response{Status: http.StatusOK}, time.Hour), idempotency.ErrNotOwner)
 }
 
-func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {
+func TestReleaseAndExpiryFreeRoom(t *testing.T) {
 	ctx := context.Background()
-	s, clock := fakeMemoryStore(10)
+	s, clock := fakeStore(10)
 	a, err := s.Claim(ctx, "a", "fp", time.Minute)
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, "b", "fp", time.Minute)
@@ -66,5 +66,5 @@ func TestMemoryStoreReleaseAndExpiryFreeRoom(t *testing.T) {
 }
 
 func BenchmarkClaimComplete(b *testing.B) {
-	conformance.BenchmarkClaimComplete(b, dedup.NewMemoryStore(0))
+	conformance.BenchmarkClaimComplete(b, memory.NewStore(0))
 }

@@ -1,4 +1,6 @@
-package dedup
+// Package memory is an idempotency.KeyStore in the process's memory, the
+// default key store of a single API process.
+package memory
 
 import (
 	"bytes"
@@ -10,12 +12,13 @@ import (
 	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
-// DefaultMemoryKeys is how many keys a MemoryStore holds when NewMemoryStore
-// is given no positive bound.
-const DefaultMemoryKeys = 100_000
+// DefaultMaxKeys is how many keys a Store holds when NewStore is given no
+// positive bound.
+const DefaultMaxKeys = 100_000
 
-// MemoryStore is an idempotency.KeyStore in the process's memory: the default store of a
-// single API process, lost when it restarts. It is safe for concurrent use.
+// Store is an idempotency.KeyStore in the process's memory: the default
+// store of a single API process, lost when it restarts. It is safe for
+// concurrent use.
 //
 // Keys expire: a completed or failed_final key after the ttl given to
 // Complete, an in-progress key after its lockTTL (it can then be claimed
@@ -30,20 +33,20 @@ const DefaultMemoryKeys = 100_000
 // executed a second time; the layers below (such as the entity workflow's
 // dedup Window) still recognise such a duplicate, so the bound trades memory
 // for a weaker first line of defence.
-type MemoryStore struct {
+type Store struct {
 	// Now is the store's clock; nil means time.Now. Tests replace it.
 	Now func() time.Time
 
 	mu      sync.Mutex
 	maxKeys int
-	entries map[string]*memoryEntry
+	entries map[string]*entry
 	// locks holds the entries in progress by the end of their lock, kept
 	// the finished ones by the end of their retention.
 	locks, kept expiryHeap
 }
 
-// memoryEntry is one key's record.
-type memoryEntry struct {
+// entry is one key's record.
+type entry struct {
 	key         string
 	fingerprint string
 	state       string
@@ -59,17 +62,17 @@ type memoryEntry struct {
 	index int
 }
 
-// NewMemoryStore returns an empty MemoryStore holding at most maxKeys keys
-// (DefaultMemoryKeys when maxKeys <= 0).
-func NewMemoryStore(maxKeys int) *MemoryStore {
+// NewStore returns an empty Store holding at most maxKeys keys
+// (DefaultMaxKeys when maxKeys <= 0).
+func NewStore(maxKeys int) *Store {
 	if maxKeys <= 0 {
-		maxKeys = DefaultMemoryKeys
+		maxKeys = DefaultMaxKeys
 	}
-	return &MemoryStore{maxKeys: maxKeys, entries: make(map[string]*memoryEntry)}
+	return &Store{maxKeys: maxKeys, entries: make(map[string]*entry)}
 }
 
-// Claim implements KeyStore.
-func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Claim, error) {
+// Claim implements idempotency.KeyStore.
+func (s *Store) Claim(_ context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -79,7 +82,7 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL 
 		if len(s.entries) >= s.maxKeys {
 			s.evict(now)
 		}
-		e = &memoryEntry{
+		e = &entry{
 			key:         key,
 			fingerprint: fingerprint,
 			state:       idempotency.StateInProgress,
@@ -100,8 +103,8 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint string, lockTTL 
 	}
 }
 
-// Complete implements KeyStore.
-func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
+// Complete implements idempotency.KeyStore.
+func (s *Store) Complete(_ context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -117,8 +120,8 @@ func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp idempo
 	return nil
 }
 
-// Release implements KeyStore.
-func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
+// Release implements idempotency.KeyStore.
+func (s *Store) Release(_ context.Context, key, owner string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.owned(key, owner, s.now())
@@ -130,18 +133,18 @@ func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
 }
 
 // Ping implements idempotency.KeyStore: memory is always reachable.
-func (s *MemoryStore) Ping(context.Context) error { return nil }
+func (s *Store) Ping(context.Context) error { return nil }
 
 // Len reports how many keys the store holds, expired ones not yet dropped
 // included, for metrics.
-func (s *MemoryStore) Len() int {
+func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
 }
 
 // now reads the store's clock.
-func (s *MemoryStore) now() time.Time {
+func (s *Store) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
@@ -150,7 +153,7 @@ func (s *MemoryStore) now() time.Time {
 
 // live returns key's entry, or nil if there is none or it expired (an
 // expired entry is dropped on the way).
-func (s *MemoryStore) live(key string, now time.Time) *memoryEntry {
+func (s *Store) live(key string, now time.Time) *entry {
 	e := s.entries[key]
 	if e == nil {
 		return nil
@@ -164,7 +167,7 @@ func (s *MemoryStore) live(key string, now time.Time) *memoryEntry {
 
 // owned returns key's entry if owner holds it: it is in progress, its lock
 // has not expired and owner is its token. Otherwise nil.
-func (s *MemoryStore) owned(key, owner string, now time.Time) *memoryEntry {
+func (s *Store) owned(key, owner string, now time.Time) *entry {
 	e := s.live(key, now)
 	if e == nil || e.state != idempotency.StateInProgress || e.owner != owner {
 		return nil
@@ -175,7 +178,7 @@ func (s *MemoryStore) owned(key, owner string, now time.Time) *memoryEntry {
 // evict makes room for one entry: it drops every expired entry, or, if none
 // had expired, the finished entry closest to expiry, or if there is none,
 // the claim closest to its lock's end.
-func (s *MemoryStore) evict(now time.Time) {
+func (s *Store) evict(now time.Time) {
 	dropped := false
 	for _, h := range []*expiryHeap{&s.locks, &s.kept} {
 		for len(*h) > 0 && !now.Before((*h)[0].expires) {
@@ -193,7 +196,7 @@ func (s *MemoryStore) evict(now time.Time) {
 }
 
 // remove forgets e.
-func (s *MemoryStore) remove(e *memoryEntry) {
+func (s *Store) remove(e *entry) {
 	if e.state == idempotency.StateInProgress {
 		heap.Remove(&s.locks, e.index)
 	} else {
@@ -209,7 +212,7 @@ func cloneResponse(r idempotency.Response) idempotency.Response {
 }
 
 // expiryHeap orders entries by expiry, soonest first (container/heap).
-type expiryHeap []*memoryEntry
+type expiryHeap []*entry
 
 func (h expiryHeap) Len() int           { return len(h) }
 func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
@@ -221,7 +224,7 @@ func (h expiryHeap) Swap(i, j int) {
 }
 
 func (h *expiryHeap) Push(x any) {
-	e := x.(*memoryEntry)
+	e := x.(*entry)
 	e.index = len(*h)
 	*h = append(*h, e)
 }
@@ -234,4 +237,4 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-var _ idempotency.KeyStore = (*MemoryStore)(nil)
+var _ idempotency.KeyStore = (*Store)(nil)

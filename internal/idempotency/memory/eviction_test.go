@@ -1,4 +1,4 @@
-package dedup
+package memory
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
-func TestMemoryStoreEviction(t *testing.T) {
+func TestEviction(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	// A key is claimed with a lock of its lock duration, and completed for
@@ -37,7 +37,7 @@ func TestMemoryStoreEviction(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0
-			s := NewMemoryStore(len(tc.keys))
+			s := NewStore(len(tc.keys))
 			s.Now = func() time.Time { return now }
 			for i, k := range tc.keys {
 				name := "k" + strconv.Itoa(i)
@@ -64,8 +64,8 @@ func TestMemoryStoreEviction(t *testing.T) {
 	}
 }
 
-func TestNewMemoryStoreBound(t *testing.T) {
-	for _, tc := range []struct{ give, want int }{{0, DefaultMemoryKeys}, {-1, DefaultMemoryKeys}, {1, 1}, {500, 500}} {
-		assert.Equal(t, tc.want, NewMemoryStore(tc.give).maxKeys, "NewMemoryStore(%d)", tc.give)
+func TestNewStoreBound(t *testing.T) {
+	for _, tc := range []struct{ give, want int }{{0, DefaultMaxKeys}, {-1, DefaultMaxKeys}, {1, 1}, {500, 500}} {
+		assert.Equal(t, tc.want, NewStore(tc.give).maxKeys, "NewStore(%d)", tc.give)
 	}
 }
