@@ -10,7 +10,7 @@ import (
 
 // The Enroll activity's input keeps the JSON names recorded in histories:
 // the Go field is Reenroll, its name on the wire stays "reenrol" (see
-// testdata/rewards-v2-reenrol-run3.json).
+// the fixture rewards-v2-reenrol-run3 in testdata).
 func TestEnrollmentKeepsItsRecordedJSONNames(t *testing.T) {
 	at := time.Date(2026, 11, 23, 11, 46, 50, 0, time.UTC)
 	b, err := json.Marshal(workflows.Enrollment{CustomerID: "c-1", EnrolledAt: at, Reenroll: true})
