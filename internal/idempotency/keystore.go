@@ -24,8 +24,8 @@ import (
 // lasts: a holder whose lock expired, taken over by another request or not,
 // can no longer write. Keys
 // come already scoped (tenant, operation, key); implementations treat them as
-// opaque strings. Implementations: memory.Store, Redis in
-// dedup/redisstore, SQL in dedup/sqlstore; the conformance package holds the
+// opaque strings. Implementations: memory.Store, redisstore.Store and
+// sqlstore.Store (in dedup/sqlstore); the conformance package holds the
 // conformance suite all of them pass.
 type KeyStore interface {
 	// Claim asks for key on behalf of a request with the given fingerprint.

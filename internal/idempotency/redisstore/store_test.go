@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup/redisstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/conformance"
+	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
 )
 
 // testStore returns a Store on the test Redis under a prefix of the test's

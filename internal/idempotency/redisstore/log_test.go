@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/dedup/redisstore"
+	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
 )
 
 // go-redis's own messages come out through the program's slog handler, as
