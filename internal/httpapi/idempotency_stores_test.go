@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/entityflow/entityflow/dedup/sqlstore"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
+	"github.com/entityflow/entityflow/internal/idempotency/sqlstore"
 	"github.com/entityflow/entityflow/store"
 )
 

@@ -22,11 +22,10 @@ import (
 //
 // Complete and Release succeed only for the current owner while its lock
 // lasts: a holder whose lock expired, taken over by another request or not,
-// can no longer write. Keys
-// come already scoped (tenant, operation, key); implementations treat them as
-// opaque strings. Implementations: memory.Store, redisstore.Store and
-// sqlstore.Store (in dedup/sqlstore); the conformance package holds the
-// conformance suite all of them pass.
+// can no longer write. Keys come already scoped (tenant, operation, key);
+// implementations treat them as opaque strings. Implementations: the
+// packages memory, redisstore and sqlstore below this one; conformance holds
+// the suite all of them pass.
 type KeyStore interface {
 	// Claim asks for key on behalf of a request with the given fingerprint.
 	//   - absent, released, or in progress with its lock expired: the caller
