@@ -1,15 +1,9 @@
 package workflows_test
 
 import (
-	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -18,50 +12,58 @@ import (
 )
 
 // TestReplayRecordedHistories replays every history recorded from a real server
-// (testdata/*.json, written by `make histories`) against today's workflow code.
-// A failure means a change is not deterministic for runs already in flight: put
-// it behind workflow.GetVersion.
+// (testdata/*.json.gz, listed in testdata/manifest.json, written by `make
+// histories`) against today's workflow code, each under its recorded workflow
+// ID. A failure means a change is not deterministic for runs already in
+// flight: put it behind workflow.GetVersion.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	const dir = "testdata"
+	m, err := histories.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) == 0 {
-		t.Fatal("no recorded histories in testdata/; run `make histories`")
+	if len(m.Fixtures) == 0 {
+		t.Fatal("testdata/manifest.json lists no recorded histories; run `make histories`")
+	}
+	listed := map[string]bool{}
+	for _, fx := range m.Fixtures {
+		if listed[fx.File] {
+			t.Errorf("testdata/manifest.json lists %s twice", fx.File)
+		}
+		listed[fx.File] = true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != histories.ManifestFile && !listed[e.Name()] {
+			t.Errorf("testdata/%s is not in testdata/manifest.json: list it (histories.Write does) or delete it", e.Name())
+		}
 	}
 	logger := testLogger(t)
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
+	for _, fx := range m.Fixtures {
+		t.Run(fx.File, func(t *testing.T) {
+			hist, err := histories.Read(dir, fx.File)
+			if err != nil {
+				t.Fatalf("listed in testdata/manifest.json: %v", err)
+			}
+			if typ := histories.WorkflowType(hist); typ != fx.WorkflowType {
+				t.Fatalf("a history of %s, listed as %s", typ, fx.WorkflowType)
+			}
+			started := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			if id := started.GetWorkflowId(); id != "" && id != fx.WorkflowID {
+				t.Fatalf("a history of workflow %s, listed as %s", id, fx.WorkflowID)
+			}
 			r := worker.NewWorkflowReplayer()
 			workflows.RegisterRewards(r)
 			workflows.RegisterPlatform(r)
-			if err := replay(r, logger, file); err != nil {
-				t.Fatalf("replaying %s: %v", file, err)
+			err = r.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: fx.WorkflowID},
+			})
+			if err != nil {
+				t.Fatalf("replaying %s (%s, release %s, from %s): %v", fx.File, fx.WorkflowID, fx.Release, fx.Scenario, err)
 			}
 		})
 	}
-}
-
-// replay replays one history file, under its original workflow ID when one is
-// recorded beside it (the activity platform derives run IDs from it).
-func replay(r worker.WorkflowReplayer, logger log.Logger, file string) error {
-	id, err := os.ReadFile(file + histories.WorkflowIDSuffix)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r.ReplayWorkflowHistoryFromJSONFile(logger, file)
-	}
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	if err != nil {
-		return err
-	}
-	return r.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
-		OriginalExecution: workflow.Execution{ID: strings.TrimSpace(string(id))},
-	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -22,17 +21,12 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// historyRelease names the entity release whose histories TestServerScenarios
-// records: rewards-{release}-{scenario}-run{n}.json. Raise it with every
-// release-worthy workflow change; the files of earlier releases stay.
-const historyRelease = "v2"
-
 // TestServerScenarios plays scenarios against a real Temporal dev server, with a
 // real worker, database and client over gRPC. With RECORD_HISTORIES=1 (`make
-// histories`) it also stores every run's history under testdata/ with its
-// workflow ID beside it, where TestReplayRecordedHistories replays them. Record
-// after a release-worthy workflow change and keep the old files: each is a
-// version that must go on replaying.
+// histories`) it also stores every run's history under testdata/ as a fixture
+// of release histories.RewardsRelease, where TestReplayRecordedHistories
+// replays it. Record after a release-worthy workflow change (raise the release
+// first) and keep the old files: each is a version that must go on replaying.
 func TestServerScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Temporal dev server")
@@ -70,11 +64,16 @@ func TestServerScenarios(t *testing.T) {
 			}
 			p.capture()
 			for i, r := range p.runs {
-				path := filepath.Join("testdata", fmt.Sprintf("rewards-%s-%s-run%d.json", historyRelease, sc.name, i+1))
-				if err := histories.WriteWithID(path, workflows.RewardsWorkflowID(p.customer), r.History); err != nil {
+				fx := histories.Fixture{
+					File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("%s-run%d", sc.name, i+1)),
+					WorkflowID: workflows.RewardsWorkflowID(p.customer),
+					Release:    histories.RewardsRelease,
+					Scenario:   t.Name(),
+				}
+				if err := histories.Write("testdata", fx, r.History); err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("wrote %s (%d events)", path, len(r.History.GetEvents()))
+				t.Logf("wrote %s (%d events)", fx.File, len(r.History.GetEvents()))
 			}
 		})
 	}

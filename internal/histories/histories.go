@@ -1,17 +1,38 @@
-// Package histories exports workflow histories from a Temporal server as JSON
-// files, the fixtures the replay tests run every workflow change against.
+// Package histories exports workflow histories from a Temporal server as
+// replay fixtures: gzip-compressed JSON files in one directory, listed in its
+// manifest with the workflow ID, type, release and scenario of each. The
+// replay tests run every workflow change against them.
 package histories
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+)
+
+// The releases fixtures are recorded under today. Raise one with every
+// release-worthy change of that side's workflows: recorders name their files
+// after it, so the fixtures of earlier releases stay and go on replaying.
+const (
+	// RewardsRelease is the release of the rewards entity (RewardsWorkflow).
+	RewardsRelease = "v2"
+	// PlatformRelease is the release of the activity platform's workflows.
+	PlatformRelease = "v2"
 )
 
 // Run is the history of one run of a workflow.
@@ -56,28 +77,243 @@ func fetch(ctx context.Context, c client.Client, workflowID, runID string) (*his
 	return hist, nil
 }
 
-// Write stores a history as indented JSON, the format of `temporal workflow
-// show --output json` that worker.WorkflowReplayer reads.
-func Write(path string, hist *historypb.History) error {
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		return fmt.Errorf("encoding history for %s: %w", path, err)
+// Novel returns the runs that show something no run before them in runs
+// shows: an event type, a workflow task failure cause or timeout type, or the
+// way the run ends (completed, continued as new, still open). A scenario that
+// drives a workflow through many runs of the same shape (a burst split by
+// ContinueAsNew) records these runs only; the first run is always among them.
+func Novel(runs []Run) []Run {
+	seen := map[string]bool{}
+	var novel []Run
+	for _, r := range runs {
+		added := false
+		for _, s := range shape(r.History) {
+			if !seen[s] {
+				seen[s], added = true, true
+			}
+		}
+		if added {
+			novel = append(novel, r)
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return novel
 }
 
-// WorkflowIDSuffix names the file beside a history that holds its workflow ID.
-// Workflows that derive values from their own ID (the activity platform's run
-// IDs) replay only under that ID; the replay tests read it from there.
-const WorkflowIDSuffix = ".workflow-id"
+// shape lists the features of a history that Novel compares.
+func shape(hist *historypb.History) []string {
+	var s []string
+	events := hist.GetEvents()
+	for _, e := range events {
+		s = append(s, "event "+e.GetEventType().String())
+		switch e.GetEventType() {
+		case enums.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			s = append(s, "task failed "+e.GetWorkflowTaskFailedEventAttributes().GetCause().String())
+		case enums.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			s = append(s, "task timed out "+e.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType().String())
+		}
+	}
+	if len(events) > 0 {
+		s = append(s, "ends with "+events[len(events)-1].GetEventType().String())
+	}
+	return s
+}
 
-// WriteWithID stores a history like Write, and its workflow ID beside it.
-func WriteWithID(path, workflowID string, hist *historypb.History) error {
-	if err := Write(path, hist); err != nil {
+// ManifestFile names the manifest in a fixture directory.
+const ManifestFile = "manifest.json"
+
+// Fixture describes one fixture file in the manifest.
+type Fixture struct {
+	// File is the file's name in the fixture directory: {side}-{release}-{name}.json.gz.
+	File string `json:"file"`
+	// WorkflowID is the recorded execution's workflow ID. Workflows that
+	// derive values from their own ID (the activity platform's run IDs)
+	// replay only under it.
+	WorkflowID string `json:"workflow_id"`
+	// WorkflowType is the recorded execution's workflow type.
+	WorkflowType string `json:"workflow_type"`
+	// Release is the release of the workflow code that made the history.
+	Release string `json:"release"`
+	// Scenario is the test that played it.
+	Scenario string `json:"scenario"`
+}
+
+// Manifest lists a directory's fixtures, ordered by file name.
+type Manifest struct {
+	Fixtures []Fixture `json:"fixtures"`
+}
+
+// FileName returns the name of a fixture: side is "rewards" or "platform",
+// name says what the history shows.
+func FileName(side, release, name string) string {
+	return side + "-" + release + "-" + name + ".json.gz"
+}
+
+// ReadManifest reads a fixture directory's manifest; a directory without one
+// has an empty manifest.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("reading %s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	return m, nil
+}
+
+// Read reads a fixture file's history.
+func Read(dir, file string) (*historypb.History, error) {
+	f, err := os.Open(filepath.Join(dir, file))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	hist, err := client.HistoryFromJSON(zr, client.HistoryJSONOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	return hist, nil
+}
+
+// WorkflowType returns the workflow type a history's first event names.
+func WorkflowType(hist *historypb.History) string {
+	return hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+}
+
+// Write stores a history in dir as fx.File, gzip-compressed JSON in the
+// format of `temporal workflow show --output json`, and lists it in the
+// manifest (fx.WorkflowType is taken from the history when empty). Writing a
+// file again replaces it; a file the manifest gives to another release is
+// refused, so re-recording never overwrites an earlier release's history.
+func Write(dir string, fx Fixture, hist *historypb.History) error {
+	if len(hist.GetEvents()) == 0 {
+		return fmt.Errorf("fixture %s: empty history", fx.File)
+	}
+	if fx.WorkflowType == "" {
+		fx.WorkflowType = WorkflowType(hist)
+	}
+	if err := check(fx); err != nil {
 		return err
 	}
-	return os.WriteFile(path+WorkflowIDSuffix, []byte(workflowID+"\n"), 0o644)
+	if typ := WorkflowType(hist); typ != fx.WorkflowType {
+		return fmt.Errorf("fixture %s: the history is of workflow type %s, not %s", fx.File, typ, fx.WorkflowType)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		return fmt.Errorf("encoding history for %s: %w", fx.File, err)
+	}
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lock(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(m.Fixtures, func(have Fixture) bool { return have.File == fx.File })
+	switch {
+	case i < 0:
+		m.Fixtures = append(m.Fixtures, fx)
+		slices.SortFunc(m.Fixtures, func(a, b Fixture) int { return strings.Compare(a.File, b.File) })
+	case m.Fixtures[i].Release != fx.Release:
+		return fmt.Errorf("fixture %s belongs to release %s: record release %s under its own file names", fx.File, m.Fixtures[i].Release, fx.Release)
+	default:
+		m.Fixtures[i] = fx
+	}
+	if err := writeFile(filepath.Join(dir, fx.File), gz.Bytes()); err != nil {
+		return err
+	}
+	return WriteManifest(dir, m)
+}
+
+// WriteManifest stores a manifest in dir.
+func WriteManifest(dir string, m Manifest) error {
+	for _, fx := range m.Fixtures {
+		if err := check(fx); err != nil {
+			return err
+		}
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, ManifestFile), append(data, '\n'))
+}
+
+func check(fx Fixture) error {
+	switch {
+	case fx.File == "" || filepath.Base(fx.File) != fx.File || !strings.HasSuffix(fx.File, ".json.gz"):
+		return fmt.Errorf("fixture file %q: want a plain name ending in .json.gz", fx.File)
+	case fx.WorkflowID == "", fx.WorkflowType == "", fx.Release == "", fx.Scenario == "":
+		return fmt.Errorf("fixture %s: workflow ID, workflow type, release and scenario are all required: %+v", fx.File, fx)
+	case !strings.Contains(fx.File, "-"+fx.Release+"-"):
+		return fmt.Errorf("fixture %s: the file name does not carry its release %s", fx.File, fx.Release)
+	}
+	return nil
+}
+
+// writeFile replaces a file whole: readers never see half of it.
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// mu and the lock file keep recorders that run at the same time, in one test
+// process or in several (go test runs packages in parallel), from losing each
+// other's manifest entries.
+var mu sync.Mutex
+
+func lock(dir string) (unlock func(), err error) {
+	mu.Lock()
+	path := filepath.Join(dir, ManifestFile+".lock")
+	for deadline := time.Now().Add(time.Minute); ; {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(path); mu.Unlock() }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || time.Now().After(deadline) {
+			mu.Unlock()
+			return nil, fmt.Errorf("locking the manifest (remove %s if no recorder is running): %w", path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

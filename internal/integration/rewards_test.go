@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,6 +177,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
+	killed := currentRun(t, ctx, srv.Client(), "int-kill") // its workflow task in flight times out
 	startWorkerProcess(t, workerBin, srv.FrontendHostPort())
 	<-done
 	if sendErr != nil {
@@ -185,7 +187,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 	if st := status(t, ctx, rc, "int-kill"); st.Points != want || st.EventCount != 150 {
 		t.Fatalf("status %+v, want %d points from 150 events", st, want)
 	}
-	recordIfAsked(t, srv.Client(), "int-kill")
+	recordIfAsked(t, srv.Client(), "int-kill", killed)
 }
 
 func TestServerRestartOnSameDatabase(t *testing.T) {
@@ -210,6 +212,7 @@ func TestServerRestartOnSameDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	restarted := currentRun(t, ctx, c, "int-restart") // the run that lives through the restart
 	srv.Client().Close()
 	if err := srv.Stop(); err != nil {
 		t.Logf("stopping the server: %v", err)
@@ -229,7 +232,7 @@ func TestServerRestartOnSameDatabase(t *testing.T) {
 	if st := status(t, ctx, rc, "int-restart"); st.Points != wantBefore+wantAfter || st.EventCount != 90 {
 		t.Fatalf("status %+v, want %d points from 90 unique events", st, wantBefore+wantAfter)
 	}
-	recordIfAsked(t, c, "int-restart")
+	recordIfAsked(t, c, "int-restart", restarted)
 }
 
 func TestSignalStreamPastPerRunLimit(t *testing.T) {
@@ -278,24 +281,51 @@ func TestSignalStreamPastPerRunLimit(t *testing.T) {
 		n, streamed, n/streamed.Seconds(), st.Run, time.Since(began)-streamed)
 }
 
-// recordIfAsked stores the histories of every run of the customer's entity in
-// workflows/testdata when RECORD_HISTORIES is set (`make histories`), so the
-// replay tests cover what these scenarios drive the workflow through.
-func recordIfAsked(t *testing.T, c client.Client, customer string) {
+// fixtureDir is where recorded histories go: the replay tests' testdata.
+var fixtureDir = filepath.Join("..", "..", "workflows", "testdata")
+
+// recordIfAsked stores histories of the customer's entity in workflows/testdata
+// when RECORD_HISTORIES is set (`make histories`), so the replay tests cover
+// what these scenarios drive the workflow through. Of the many runs a burst is
+// split into, it keeps those that show something the earlier ones do not
+// (histories.Novel), and the runs named in also: the run a worker crash or a
+// server restart hit.
+func recordIfAsked(t *testing.T, c client.Client, customer string, also ...string) {
 	t.Helper()
 	if os.Getenv("RECORD_HISTORIES") == "" {
 		return
 	}
-	runs, err := histories.Chain(context.Background(), c, workflows.RewardsWorkflowID(customer))
+	workflowID := workflows.RewardsWorkflowID(customer)
+	runs, err := histories.Chain(context.Background(), c, workflowID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	novel := histories.Novel(runs)
 	for i, r := range runs {
-		path := filepath.Join("..", "..", "workflows", "testdata", fmt.Sprintf("rewards-v2-%s-run%d.json", customer, i+1))
-		if err := histories.WriteWithID(path, workflows.RewardsWorkflowID(customer), r.History); err != nil {
+		if !slices.Contains(also, r.RunID) && !slices.ContainsFunc(novel, func(n histories.Run) bool { return n.RunID == r.RunID }) {
+			continue
+		}
+		fx := histories.Fixture{
+			File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("%s-run%d", customer, i+1)),
+			WorkflowID: workflowID,
+			Release:    histories.RewardsRelease,
+			Scenario:   t.Name(),
+		}
+		if err := histories.Write(fixtureDir, fx, r.History); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("wrote %s (%d events)", fx.File, len(r.History.GetEvents()))
 	}
+}
+
+// currentRun returns the ID of the customer's entity's latest run.
+func currentRun(t *testing.T, ctx context.Context, c client.Client, customer string) string {
+	t.Helper()
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.RewardsWorkflowID(customer), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
 func sumPoints(from, to int) int64 {

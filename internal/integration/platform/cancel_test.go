@@ -46,7 +46,7 @@ func TestRunCancelledWhileLoggingEndsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.cancelWhileRetrying(ctx, started.WorkflowID, workflows.ActivityLogRun)
-	o.recordIfAsked(started.WorkflowID, "v2-run-cancelled-while-logging")
+	o.recordIfAsked(started.WorkflowID, "run-cancelled-while-logging")
 
 	run, tasks, err := o.store.GetRun(ctx, started.RunID)
 	if err != nil {
@@ -74,7 +74,7 @@ func TestTaskCancelledWhileLoggingEndsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.cancelWhileRetrying(ctx, taskID, workflows.ActivityLogTask)
-	o.recordIfAsked(taskID, "v2-task-cancelled-while-logging")
+	o.recordIfAsked(taskID, "task-cancelled-while-logging")
 
 	task, err := o.store.GetTask(ctx, taskID)
 	if err != nil {

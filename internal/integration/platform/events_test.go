@@ -60,10 +60,10 @@ func countEvents(events []*historypb.HistoryEvent, typ enums.EventType) int {
 	return n
 }
 
-// recordIfAsked stores a workflow's history in workflows/testdata as
-// platform-{name}.json when RECORD_HISTORIES is set (`make histories`), for
-// the replay tests. The name starts with the version of the workflow code
-// the history shows ("v1-run-event").
+// recordIfAsked stores the history of a workflow's latest run in
+// workflows/testdata as platform-{release}-{name}.json.gz, a fixture of the
+// current release (histories.PlatformRelease), when RECORD_HISTORIES is set
+// (`make histories`), for the replay tests.
 func (h *harness) recordIfAsked(workflowID, name string) {
 	h.t.Helper()
 	if os.Getenv("RECORD_HISTORIES") == "" {
@@ -73,8 +73,14 @@ func (h *harness) recordIfAsked(workflowID, name string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", "..", "workflows", "testdata", "platform-"+name+".json")
-	if err := histories.WriteWithID(path, workflowID, runs[len(runs)-1].History); err != nil {
+	fx := histories.Fixture{
+		File:       histories.FileName("platform", histories.PlatformRelease, name),
+		WorkflowID: workflowID,
+		Release:    histories.PlatformRelease,
+		Scenario:   h.t.Name(),
+	}
+	dir := filepath.Join("..", "..", "..", "workflows", "testdata")
+	if err := histories.Write(dir, fx, runs[len(runs)-1].History); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -179,8 +185,8 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 			t.Fatalf("redelivery after the run closed: %+v, %v; want a duplicate", again, err)
 		}
 		if b.Name == "sqlite" {
-			h.recordIfAsked(workflowID, "v1-run-event")
-			h.recordIfAsked(res.Tasks[3].WorkflowID, "v1-task-fail-once")
+			h.recordIfAsked(workflowID, "run-event")
+			h.recordIfAsked(res.Tasks[3].WorkflowID, "task-fail-once")
 		}
 	})
 }
@@ -245,7 +251,7 @@ func TestExistingTaskChildIsTreatedAsStarted(t *testing.T) {
 	if len(tasks) != 2 {
 		t.Fatalf("%d task rows, want 2", len(tasks))
 	}
-	h.recordIfAsked(workflowID, "v1-run-existing-child")
+	h.recordIfAsked(workflowID, "run-existing-child")
 }
 
 // Temporal forgets a closed run after the namespace's retention period; a
@@ -292,5 +298,5 @@ func TestRedeliveryAfterRetentionRunsNoTaskTwice(t *testing.T) {
 	if n, err := later.store.CountTasks(ctx, workflows.RunID(workflowID)); err != nil || n != 2 {
 		t.Fatalf("%d task rows (%v), want 2", n, err)
 	}
-	later.recordIfAsked(workflowID, "v1-run-already-finished")
+	later.recordIfAsked(workflowID, "run-already-finished")
 }

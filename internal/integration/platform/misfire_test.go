@@ -146,9 +146,9 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 				fire := func(t time.Time) string {
 					return workflows.ScheduleFireWorkflowID(def.ActivityID) + "-" + t.Format(time.RFC3339)
 				}
-				h.recordIfAsked(runs[1].WorkflowID, "v1-run-cron-compressed")
-				h.recordIfAsked(fire(minute(5)), "v1-fire-compressed")
-				h.recordIfAsked(fire(minute(4)), "v1-fire-dropped")
+				h.recordIfAsked(runs[1].WorkflowID, "run-cron-compressed")
+				h.recordIfAsked(fire(minute(5)), "fire-compressed")
+				h.recordIfAsked(fire(minute(4)), "fire-dropped")
 			}
 		})
 	}
