@@ -1,6 +1,7 @@
 // Package integration_test runs the rewards entity against a real Temporal dev
 // server with real workers and clients over gRPC: concurrency, crashes, server
-// restarts and the per-run signal limit.
+// restarts and the per-run signal limit. With RECORD_HISTORIES=1 (`make
+// histories`) its scenarios record the rewards replay fixtures.
 package integration_test
 
 import (

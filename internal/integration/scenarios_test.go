@@ -1,4 +1,4 @@
-package workflows_test
+package integration_test
 
 import (
 	"context"
@@ -23,10 +23,11 @@ import (
 
 // TestServerScenarios plays scenarios against a real Temporal dev server, with a
 // real worker, database and client over gRPC. With RECORD_HISTORIES=1 (`make
-// histories`) it also stores every run's history under testdata/ as a fixture
-// of release histories.RewardsRelease, where TestReplayRecordedHistories
-// replays it. Record after a release-worthy workflow change (raise the release
-// first) and keep the old files: each is a version that must go on replaying.
+// histories`) it also stores every run's history in workflows/testdata as a
+// fixture of release histories.RewardsRelease, where
+// TestReplayRecordedHistories replays it. Record after a release-worthy
+// workflow change (raise the release first) and keep the old files: each is a
+// version that must go on replaying.
 func TestServerScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Temporal dev server")
@@ -70,7 +71,7 @@ func TestServerScenarios(t *testing.T) {
 					Release:    histories.RewardsRelease,
 					Scenario:   t.Name(),
 				}
-				if err := histories.Write("testdata", fx, r.History); err != nil {
+				if err := histories.Write(fixtureDir, fx, r.History); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("wrote %s (%d events)", fx.File, len(r.History.GetEvents()))
@@ -155,7 +156,7 @@ func playContinueAsNew(t *testing.T, p *player) {
 	p.start(workflows.Options{EventsPerRun: 4, DedupWindow: workflows.Duration(time.Hour)})
 	want := int64(0)
 	for i := range 10 {
-		ev := event(fmt.Sprint("can-", i), int64(10+i))
+		ev := scenarioEvent(fmt.Sprint("can-", i), int64(10+i))
 		if i%2 == 0 {
 			p.signal(ev)
 			p.signal(ev) // a redelivery
@@ -170,7 +171,7 @@ func playContinueAsNew(t *testing.T, p *player) {
 		}
 		want += int64(10 + i)
 	}
-	if _, err := p.update(event("can-1", 999)); err == nil {
+	if _, err := p.update(scenarioEvent("can-1", 999)); err == nil {
 		t.Fatal("a reused key with another event was accepted")
 	}
 	p.signal(workflows.PointEvent{Activity: "bonus", Points: 5})
@@ -184,14 +185,14 @@ func playContinueAsNew(t *testing.T, p *player) {
 func playTiers(t *testing.T, p *player) {
 	p.start(workflows.Options{})
 	for i, pts := range []int64{300, 300, 500, -900} {
-		if _, err := p.update(event(fmt.Sprint("tier-", i), pts)); err != nil {
+		if _, err := p.update(scenarioEvent(fmt.Sprint("tier-", i), pts)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.update(event("tier-overdraft", -5000)); err == nil {
+	if _, err := p.update(scenarioEvent("tier-overdraft", -5000)); err == nil {
 		t.Fatal("an overdraft was accepted")
 	}
-	p.signal(event("tier-zero", 0))
+	p.signal(scenarioEvent("tier-zero", 0))
 	if st := p.status(); st.Points != 200 || st.Tier != workflows.TierBasic {
 		t.Fatalf("status %+v", st)
 	}
@@ -201,7 +202,7 @@ func playTiers(t *testing.T, p *player) {
 func playUnenrollBurst(t *testing.T, p *player) {
 	p.start(workflows.Options{EventsPerRun: 5})
 	for i := range 12 {
-		p.signal(event(fmt.Sprint("burst-", i), 1))
+		p.signal(scenarioEvent(fmt.Sprint("burst-", i), 1))
 	}
 	st := p.unenrollAndWait()
 	if st.Points != 12 || st.Enrolled {
@@ -214,7 +215,7 @@ func playUnenrollBurst(t *testing.T, p *player) {
 // payload of the wrong type is refused without harm on the way.
 func playReenroll(t *testing.T, p *player) {
 	p.start(workflows.Options{})
-	if _, err := p.update(event("re-1", 10)); err != nil {
+	if _, err := p.update(scenarioEvent("re-1", 10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.c.SignalWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.SignalAddPoints,
@@ -225,7 +226,7 @@ func playReenroll(t *testing.T, p *player) {
 		t.Fatalf("first entity ended with %+v, want 10 points", st)
 	}
 	p.capture()
-	if _, err := p.update(event("re-1", 10)); errorType(err) != workflows.ErrNotEnrolled {
+	if _, err := p.update(scenarioEvent("re-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
 		t.Fatalf("retry after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
 	}
 	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 0 {
@@ -236,10 +237,19 @@ func playReenroll(t *testing.T, p *player) {
 	if err != nil || !st.Enrolled || st.Points != 0 {
 		t.Fatalf("enroll: %+v, %v", st, err)
 	}
-	if res, err := p.update(event("re-2", 5)); err != nil || !res.Applied {
+	if res, err := p.update(scenarioEvent("re-2", 5)); err != nil || !res.Applied {
 		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
 	}
 	if st := p.unenrollAndWait(); st.Points != 5 {
 		t.Fatalf("re-enrolled entity ended with %+v, want 5 points", st)
+	}
+}
+
+// scenarioEvent is a purchase event with a dedup key, as the recorded
+// scenarios send it.
+func scenarioEvent(key string, points int64) workflows.PointEvent {
+	return workflows.PointEvent{
+		DedupKey: key, Activity: "purchase", Points: points, SourceID: "order-" + key,
+		OccurredAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
 	}
 }
