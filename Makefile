@@ -63,14 +63,14 @@ test-short:
 # raw ExecuteWorkflow on a local dev server; the idempotency layer's added
 # latency per key store against the bare handler; the points command end to end.
 bench: $(BENCHSTAT) $(TEMPORAL)
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
 	$(BENCHSTAT) -filter '-.name:WindowPush' bench.txt
 	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./store/ | tee bench-store.txt
 	$(BENCHSTAT) bench-store.txt
 	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt
 	$(BENCHSTAT) -col /impl bench-router.txt
-	$(GO) test -run '^$$' -bench IdempotencyOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/httpapi/ | tee bench-http.txt
+	$(GO) test -run '^$$' -bench IdempotencyOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/idempotency/ | tee bench-http.txt
 	$(BENCHSTAT) -col /store bench-http.txt
 	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/integration/api/ | tee bench-api.txt
 	$(BENCHSTAT) -col /via bench-api.txt
@@ -78,10 +78,10 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzRequestFingerprint$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzRequestFingerprint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseEventEnvelope$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseActivityDefinition$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/httpapi -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/
 # (gzip, listed in its manifest.json) under the current releases

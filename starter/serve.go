@@ -86,12 +86,13 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	drain := max(*shutdown, requestTimeout+5*time.Second)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := httpapi.NewMetrics(reg)
+	idemMetrics := idempotency.NewMetrics()
+	reg.MustRegister(idemMetrics)
 	api := &httpapi.Server{
 		Platform:       &platform.Service{Store: st, Temporal: c, Logger: logger},
 		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
-		Idempotency:    &httpapi.Idempotency{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: metrics, Logger: logger},
-		Metrics:        metrics,
+		Idempotency:    &idempotency.Middleware{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: idemMetrics, Logger: logger},
+		Metrics:        httpapi.NewMetrics(reg),
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Timeout:        requestTimeout,
 		Logger:         logger,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
 )
@@ -14,12 +15,12 @@ import (
 // checkTenant refuses a document of another tenant than the request's
 // (X-Tenant-ID, "default" when absent).
 func checkTenant(r *http.Request, tenantID string) error {
-	tenant, err := Tenant(r)
+	tenant, err := idempotency.Tenant(r)
 	if err != nil {
 		return err
 	}
 	if tenant != tenantID {
-		return fmt.Errorf("tenant_id %q is not the request's tenant %q (%s, default %q)", tenantID, tenant, TenantHeader, DefaultTenant)
+		return fmt.Errorf("tenant_id %q is not the request's tenant %q (%s, default %q)", tenantID, tenant, idempotency.TenantHeader, idempotency.DefaultTenant)
 	}
 	return nil
 }
@@ -129,7 +130,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.Platform.StartManualRun(r.Context(), activityID, r.Header.Get(KeyHeader))
+	res, err := s.Platform.StartManualRun(r.Context(), activityID, r.Header.Get(idempotency.KeyHeader))
 	if err != nil {
 		s.fail(w, r, err)
 		return

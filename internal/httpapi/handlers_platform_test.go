@@ -11,6 +11,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
@@ -26,7 +27,7 @@ func TestEventsKeyDefaultsToEventID(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	h := (&httpapi.Server{
 		Platform:    &platform.Service{Store: st, Logger: logger}, // no subscribers: Temporal is not called
-		Idempotency: &httpapi.Idempotency{Store: memory.NewStore(0), Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
 		Logger:      logger,
 	}).Handler()
 	const (
@@ -47,24 +48,25 @@ func TestEventsKeyDefaultsToEventID(t *testing.T) {
 		{"no header, invalid envelope", http.MethodPost, "/v1/events", "", `{"event_type":"order.created"}`, http.StatusBadRequest, http.StatusBadRequest, false,
 			"https://entityflow.dev/problems/invalid-request"},
 		{"no header on points", http.MethodPost, "/v1/customers/c-1/points", "", `{"points":1}`, http.StatusBadRequest, http.StatusBadRequest, false,
-			httpapi.ProblemIdempotencyKeyMissing},
+			idempotency.ProblemKeyMissing},
 		{"no header on a run", http.MethodPost, "/v1/activities/a-1/runs", "", "", http.StatusBadRequest, http.StatusBadRequest, false,
-			httpapi.ProblemIdempotencyKeyMissing},
+			idempotency.ProblemKeyMissing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			first := idemServe(h, idemRequest(tt.method, tt.path, tt.key, "", tt.body))
+			first := send(h, tt.method, tt.path, tt.key, tt.body)
 			require.Equal(t, tt.first, first.Code, "first: %s", first.Body)
-			assert.Empty(t, first.Header().Get(httpapi.ReplayedHeader), "first")
+			assert.Empty(t, first.Header().Get(idempotency.ReplayedHeader), "first")
 			if tt.problem != "" {
-				assert.Equal(t, tt.problem, idemProblemType(t, first))
+				assert.Equal(t, tt.problem, problemType(t, first))
 			}
-			again := idemServe(h, idemRequest(tt.method, tt.path, tt.key, "", tt.body))
+			again := send(h, tt.method, tt.path, tt.key, tt.body)
 			require.Equal(t, tt.then, again.Code, "again: %s", again.Body)
 			if tt.replayed {
-				idemAssertReplay(t, first, again)
+				assert.Equal(t, "true", again.Header().Get(idempotency.ReplayedHeader), "again")
+				assert.Equal(t, first.Body.String(), again.Body.String(), "again")
 			} else {
-				assert.Empty(t, again.Header().Get(httpapi.ReplayedHeader), "again")
+				assert.Empty(t, again.Header().Get(idempotency.ReplayedHeader), "again")
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -30,7 +31,7 @@ func (s *Server) applyPoints(w http.ResponseWriter, r *http.Request) {
 		invalid(w, errors.New(detailDedupKeyInHeader))
 		return
 	}
-	key, ok := ScopedKey(r.Context())
+	key, ok := idempotency.ScopedKey(r.Context())
 	if !ok {
 		invalid(w, errors.New("an Idempotency-Key header is required"))
 		return

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
@@ -58,7 +59,7 @@ func TestPointsOutcomeUnknownIs504(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	api := &httpapi.Server{
 		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
-		Idempotency: &httpapi.Idempotency{Store: memory.NewStore(0), Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
 		Timeout:     300 * time.Millisecond,
 		Logger:      logger,
 	}
@@ -66,10 +67,10 @@ func TestPointsOutcomeUnknownIs504(t *testing.T) {
 	body := `{"activity":"purchase","points":25}`
 
 	began := time.Now()
-	rec := idemPost(h, "k-504", body)
+	rec := send(h, http.MethodPost, "/v1/customers/c-1/points", "k-504", body)
 	require.Equal(t, http.StatusGatewayTimeout, rec.Code, "body %s", rec.Body)
 	assert.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond, "the API waits for the outcome up to its deadline")
-	assert.Equal(t, "https://entityflow.dev/problems/outcome-unknown", idemProblemType(t, rec))
+	assert.Equal(t, "https://entityflow.dev/problems/outcome-unknown", problemType(t, rec))
 	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
 	require.NoError(t, err, "Retry-After %q", rec.Header().Get("Retry-After"))
 	assert.Positive(t, secs)
@@ -80,8 +81,8 @@ func TestPointsOutcomeUnknownIs504(t *testing.T) {
 
 	fake.answer.Store(true)
 	tries := fake.tries.Load()
-	retry := idemPost(h, "k-504", body)
+	retry := send(h, http.MethodPost, "/v1/customers/c-1/points", "k-504", body)
 	require.Equal(t, http.StatusOK, retry.Code, "the key was released; body %s", retry.Body)
-	assert.Empty(t, retry.Header().Get(httpapi.ReplayedHeader))
+	assert.Empty(t, retry.Header().Get(idempotency.ReplayedHeader))
 	assert.Greater(t, fake.tries.Load(), tries, "the retry ran the command")
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -16,6 +19,7 @@ import (
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
+	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/store"
 )
@@ -39,14 +43,14 @@ func TestHealthChecksTheKeyStore(t *testing.T) {
 		status int
 	}{
 		{"every dependency up", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }, http.StatusOK},
-		{"redis on a closed port", idemUnreachableRedis, http.StatusServiceUnavailable},
+		{"redis on a closed port", unreachableRedis, http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logger := slog.New(slog.DiscardHandler)
 			api := &httpapi.Server{
 				Platform:    &platform.Service{Store: st, Temporal: healthyTemporal{}, Logger: logger},
-				Idempotency: &httpapi.Idempotency{Store: tt.keys(t), Logger: logger},
+				Idempotency: &idempotency.Middleware{Store: tt.keys(t), Logger: logger},
 				Logger:      logger,
 			}
 			rec := httptest.NewRecorder()
@@ -66,4 +70,15 @@ func TestHealthChecksTheKeyStore(t *testing.T) {
 			assert.NotContains(t, p.Detail, "database")
 		})
 	}
+}
+
+// unreachableRedis is a redisstore.Store on a port nobody listens on.
+func unreachableRedis(t testing.TB) idempotency.KeyStore {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { client.Close() })
+	return redisstore.New(client, "unreachable:")
 }

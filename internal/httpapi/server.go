@@ -1,7 +1,8 @@
 // Package httpapi is the project's HTTP API (`starter serve`): the routes of
-// the contract over the rewards entities and the activity platform, behind an
-// Idempotency-Key layer (Idempotency) that makes every state-changing command
-// safe to retry, with problem+json errors (RFC 9457) and Prometheus metrics.
+// the contract over the rewards entities and the activity platform, behind
+// the Idempotency-Key layer (idempotency.Middleware) that makes every
+// state-changing command safe to retry, with problem+json errors (RFC 9457)
+// and Prometheus metrics.
 package httpapi
 
 import (
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -25,7 +27,7 @@ import (
 type Server struct {
 	Platform    *platform.Service
 	Rewards     *rewardsclient.Client
-	Idempotency *Idempotency
+	Idempotency *idempotency.Middleware
 	Metrics     *Metrics
 	// MetricsHandler serves GET /metrics (promhttp over the registry the
 	// Metrics were registered with).
@@ -43,7 +45,7 @@ func (s *Server) Handler() http.Handler {
 	route := func(pattern string, h http.Handler) {
 		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
 	}
-	command := func(pattern, operation string, key KeyFunc, h http.HandlerFunc) {
+	command := func(pattern, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
 		route(pattern, s.Idempotency.WrapOptionalKey(operation, key, h))
 	}
 	command("POST /v1/customers/{id}/points", "points", nil, s.applyPoints)

@@ -87,12 +87,11 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 		t.Fatal(err)
 	}
 	t.Cleanup(pw.Stop)
-	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
 	api := &httpapi.Server{
 		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
 		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
-		Idempotency: &httpapi.Idempotency{Store: keys, Metrics: metrics, Logger: logger},
-		Metrics:     metrics,
+		Idempotency: &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: logger},
+		Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
 		Timeout:     cfg.timeout,
 		Logger:      logger,
 	}

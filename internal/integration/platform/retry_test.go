@@ -57,11 +57,10 @@ func (u *unreachable) DescribeWorkflowExecution(ctx context.Context, workflowID,
 // until the test ends, and returns its base URL.
 func serveAPI(t *testing.T, svc *platform.Service, keys idempotency.KeyStore) string {
 	t.Helper()
-	metrics := httpapi.NewMetrics(prometheus.NewRegistry())
 	api := &httpapi.Server{
 		Platform:    svc,
-		Idempotency: &httpapi.Idempotency{Store: keys, Metrics: metrics, Logger: quietLogger(t)},
-		Metrics:     metrics,
+		Idempotency: &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: quietLogger(t)},
+		Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
 		Logger:      quietLogger(t),
 	}
 	srv := httptest.NewServer(api.Handler())

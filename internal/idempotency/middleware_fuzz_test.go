@@ -1,4 +1,4 @@
-package httpapi_test
+package idempotency_test
 
 import (
 	"bytes"
@@ -9,30 +9,30 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
 
-// idemFuzzMaxBody is the body limit of the fuzzed middleware, small enough
+// fuzzMaxBody is the body limit of the fuzzed middleware, small enough
 // for the fuzzer to cross.
-const idemFuzzMaxBody = 64
+const fuzzMaxBody = 64
 
-// idemFuzzTenantRE is the tenant rule, restated as the fuzz oracle.
-var idemFuzzTenantRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// fuzzTenantRE is the tenant rule, restated as the fuzz oracle.
+var fuzzTenantRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
-// idemFuzzExpect is the status the middleware owes a request's first try:
+// fuzzExpect is the status the middleware owes a request's first try:
 // the first rule it breaks, or 200 from the handler.
-func idemFuzzExpect(key, tenant string, body []byte) int {
-	keyOK := key != "" && len(key) <= httpapi.MaxIdempotencyKeyLen
+func fuzzExpect(key, tenant string, body []byte) int {
+	keyOK := key != "" && len(key) <= idempotency.MaxKeyLen
 	for i := 0; i < len(key); i++ {
 		keyOK = keyOK && key[i] >= 0x21 && key[i] <= 0x7e
 	}
 	switch {
 	case !keyOK:
 		return http.StatusBadRequest
-	case tenant != "" && !idemFuzzTenantRE.MatchString(tenant):
+	case tenant != "" && !fuzzTenantRE.MatchString(tenant):
 		return http.StatusBadRequest
-	case len(body) > idemFuzzMaxBody:
+	case len(body) > fuzzMaxBody:
 		return http.StatusRequestEntityTooLarge
 	case len(bytes.Trim(body, " \t\r\n")) > 0 && !json.Valid(body):
 		return http.StatusBadRequest
@@ -40,10 +40,10 @@ func idemFuzzExpect(key, tenant string, body []byte) int {
 	return http.StatusOK
 }
 
-// idemFuzzRequest builds a request with arbitrary header bytes and method,
+// fuzzRequest builds a request with arbitrary header bytes and method,
 // as a raw connection could send them past net/http's own checks.
-func idemFuzzRequest(method, key, tenant string, body []byte) *http.Request {
-	r := httptest.NewRequest(http.MethodPost, idemPath, bytes.NewReader(body))
+func fuzzRequest(method, key, tenant string, body []byte) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, testPath, bytes.NewReader(body))
 	r.Method = method
 	if key != "" {
 		r.Header["Idempotency-Key"] = []string{key}
@@ -66,14 +66,14 @@ func FuzzIdempotencyRequest(f *testing.F) {
 	f.Add("clé", "t", "POST", []byte(`{}`))
 	f.Add("a b", "-t", "post", []byte(`{"a":`))
 	f.Add("k", "t 1", "POST", []byte(`[1] [2]`))
-	f.Add("k", "", "DELETE", bytes.Repeat([]byte("1"), idemFuzzMaxBody+1))
+	f.Add("k", "", "DELETE", bytes.Repeat([]byte("1"), fuzzMaxBody+1))
 	f.Add("\x7f", "ü", "", []byte("\xff"))
 	f.Fuzz(func(t *testing.T, key, tenant, method string, body []byte) {
-		fake := &idemFake{}
-		m := &httpapi.Idempotency{Store: memory.NewStore(0), MaxBody: idemFuzzMaxBody, Logger: slog.New(slog.DiscardHandler)}
-		h := m.Wrap(idemOp, fake)
-		want := idemFuzzExpect(key, tenant, body)
-		first := idemServe(h, idemFuzzRequest(method, key, tenant, body))
+		fake := &fakeHandler{}
+		m := &idempotency.Middleware{Store: memory.NewStore(0), MaxBody: fuzzMaxBody, Logger: slog.New(slog.DiscardHandler)}
+		h := m.Wrap(testOp, fake)
+		want := fuzzExpect(key, tenant, body)
+		first := serve(h, fuzzRequest(method, key, tenant, body))
 		if first.Code != want {
 			t.Fatalf("key %q tenant %q method %q body %q: status %d, want %d (%s)", key, tenant, method, body, first.Code, want, first.Body)
 		}
@@ -86,11 +86,11 @@ func FuzzIdempotencyRequest(f *testing.F) {
 			}
 			return
 		}
-		again := idemServe(h, idemFuzzRequest(method, key, tenant, body))
+		again := serve(h, fuzzRequest(method, key, tenant, body))
 		if again.Code != http.StatusOK || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
 			t.Fatalf("repeat: status %d replayed %q body %s, want the replay of %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body, first.Body)
 		}
-		other := idemServe(h, idemFuzzRequest(method+"X", key, tenant, body))
+		other := serve(h, fuzzRequest(method+"X", key, tenant, body))
 		if other.Code != http.StatusUnprocessableEntity {
 			t.Fatalf("another request with the key: status %d, want 422 (%s)", other.Code, other.Body)
 		}

@@ -1,4 +1,4 @@
-package httpapi_test
+package idempotency_test
 
 import (
 	"context"
@@ -24,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/entityflow/entityflow/internal/dbtest"
-	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
@@ -32,31 +31,31 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
-// idemOp is the operation name the tests wrap their handler under.
-const idemOp = "points"
+// testOp is the operation name the tests wrap their handler under.
+const testOp = "points"
 
-// idemPath is the path the tests' commands are sent to.
-const idemPath = "/v1/customers/c-1/points"
+// testPath is the path the tests' commands are sent to.
+const testPath = "/v1/customers/c-1/points"
 
-// idemFake is a command handler that counts its invocations and answers
+// fakeHandler is a command handler that counts its invocations and answers
 // with respond, given the invocation's number (from 1).
-type idemFake struct {
+type fakeHandler struct {
 	calls   atomic.Int64
 	respond func(n int64, w http.ResponseWriter, r *http.Request)
 }
 
-func (f *idemFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *fakeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := f.calls.Add(1)
 	if f.respond == nil {
-		idemAnswer(w, r, http.StatusOK, n)
+		answer(w, r, http.StatusOK, n)
 		return
 	}
 	f.respond(n, w, r)
 }
 
-// idemAnswer answers status with a JSON body naming the invocation and
+// answer answers status with a JSON body naming the invocation and
 // echoing the request body, plus a Location and a header not to replay.
-func idemAnswer(w http.ResponseWriter, r *http.Request, status int, n int64) {
+func answer(w http.ResponseWriter, r *http.Request, status int, n int64) {
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", fmt.Sprintf("/v1/results/%d", n))
@@ -65,16 +64,16 @@ func idemAnswer(w http.ResponseWriter, r *http.Request, status int, n int64) {
 	fmt.Fprintf(w, `{"call":%d,"echo":%q}`, n, body)
 }
 
-// idemRespondWith answers the invocations in turn with statuses (the last
+// respondWith answers the invocations in turn with statuses (the last
 // one for every later invocation).
-func idemRespondWith(statuses ...int) func(int64, http.ResponseWriter, *http.Request) {
+func respondWith(statuses ...int) func(int64, http.ResponseWriter, *http.Request) {
 	return func(n int64, w http.ResponseWriter, r *http.Request) {
-		idemAnswer(w, r, statuses[min(int(n), len(statuses))-1], n)
+		answer(w, r, statuses[min(int(n), len(statuses))-1], n)
 	}
 }
 
-// idemRequest builds a command; an empty key or tenant leaves the header out.
-func idemRequest(method, path, key, tenant, body string) *http.Request {
+// newRequest builds a command; an empty key or tenant leaves the header out.
+func newRequest(method, path, key, tenant, body string) *http.Request {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	if key != "" {
 		r.Header.Set("Idempotency-Key", key)
@@ -85,28 +84,30 @@ func idemRequest(method, path, key, tenant, body string) *http.Request {
 	return r
 }
 
-// idemServe serves r with h and returns the response.
-func idemServe(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+// serve serves r with h and returns the response.
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
 	return rec
 }
 
-// idemPost POSTs body with key to idemPath for the default tenant.
-func idemPost(h http.Handler, key, body string) *httptest.ResponseRecorder {
-	return idemServe(h, idemRequest(http.MethodPost, idemPath, key, "", body))
+// post POSTs body with key to testPath for the default tenant.
+func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
+	return serve(h, newRequest(http.MethodPost, testPath, key, "", body))
 }
 
-// idemMiddleware returns an Idempotency over ks with metrics in a registry
+// newMiddleware returns an Idempotency over ks with metrics in a registry
 // of the test's own.
-func idemMiddleware(ks idempotency.KeyStore) (*httpapi.Idempotency, *prometheus.Registry) {
+func newMiddleware(ks idempotency.KeyStore) (*idempotency.Middleware, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	return &httpapi.Idempotency{Store: ks, LockTTL: 10 * time.Second, Metrics: httpapi.NewMetrics(reg), Logger: slog.New(slog.DiscardHandler)}, reg
+	metrics := idempotency.NewMetrics()
+	reg.MustRegister(metrics)
+	return &idempotency.Middleware{Store: ks, LockTTL: 10 * time.Second, Metrics: metrics, Logger: slog.New(slog.DiscardHandler)}, reg
 }
 
-// idemMetric sums the series of the metric name in reg whose labels include
+// metricValue sums the series of the metric name in reg whose labels include
 // labels.
-func idemMetric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -132,14 +133,14 @@ func idemMetric(t *testing.T, reg *prometheus.Registry, name string, labels map[
 	return sum
 }
 
-// idemOpCounter reads an idempotency counter of idemOp.
-func idemOpCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// opCounter reads an idempotency counter of testOp.
+func opCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	return idemMetric(t, reg, name, map[string]string{"operation": idemOp})
+	return metricValue(t, reg, name, map[string]string{"operation": testOp})
 }
 
-// idemProblemType decodes the problem type of a problem answer.
-func idemProblemType(t *testing.T, rec *httptest.ResponseRecorder) string {
+// problemType decodes the problem type of a problem answer.
+func problemType(t *testing.T, rec *httptest.ResponseRecorder) string {
 	t.Helper()
 	assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	var p struct {
@@ -151,10 +152,10 @@ func idemProblemType(t *testing.T, rec *httptest.ResponseRecorder) string {
 	return p.Type
 }
 
-// idemAssertReplay checks that got is a replay of first: same status, body,
+// assertReplay checks that got is a replay of first: same status, body,
 // Content-Type and Location, marked as replayed, without the headers that
 // are not kept.
-func idemAssertReplay(t *testing.T, first, got *httptest.ResponseRecorder) {
+func assertReplay(t *testing.T, first, got *httptest.ResponseRecorder) {
 	t.Helper()
 	assert.Equal(t, first.Code, got.Code, "status")
 	assert.Equal(t, first.Body.String(), got.Body.String(), "body")
@@ -164,7 +165,7 @@ func idemAssertReplay(t *testing.T, first, got *httptest.ResponseRecorder) {
 	assert.Empty(t, got.Header().Get("X-Request-Id"), "only Content-Type and Location are replayed")
 }
 
-func TestIdempotencyKeyAndTenantRules(t *testing.T) {
+func TestKeyAndTenantRules(t *testing.T) {
 	tests := []struct {
 		name   string
 		header http.Header
@@ -172,45 +173,45 @@ func TestIdempotencyKeyAndTenantRules(t *testing.T) {
 		// problem is the problem type of a refusal.
 		problem string
 	}{
-		{"missing key", http.Header{}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyMissing},
-		{"empty key", http.Header{"Idempotency-Key": {""}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyMissing},
+		{"missing key", http.Header{}, http.StatusBadRequest, idempotency.ProblemKeyMissing},
+		{"empty key", http.Header{"Idempotency-Key": {""}}, http.StatusBadRequest, idempotency.ProblemKeyMissing},
 		{"key of 255 bytes", http.Header{"Idempotency-Key": {strings.Repeat("k", 255)}}, http.StatusOK, ""},
-		{"key of 256 bytes", http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
-		{"non-ASCII key", http.Header{"Idempotency-Key": {"clé-1"}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
-		{"key with a space", http.Header{"Idempotency-Key": {"a b"}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
-		{"key with a tab", http.Header{"Idempotency-Key": {"a\tb"}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
-		{"key with DEL", http.Header{"Idempotency-Key": {"a\x7f"}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
-		{"key sent twice", http.Header{"Idempotency-Key": {"a", "b"}}, http.StatusBadRequest, httpapi.ProblemIdempotencyKeyInvalid},
+		{"key of 256 bytes", http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"non-ASCII key", http.Header{"Idempotency-Key": {"clé-1"}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"key with a space", http.Header{"Idempotency-Key": {"a b"}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"key with a tab", http.Header{"Idempotency-Key": {"a\tb"}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"key with DEL", http.Header{"Idempotency-Key": {"a\x7f"}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"key sent twice", http.Header{"Idempotency-Key": {"a", "b"}}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"key of printable punctuation", http.Header{"Idempotency-Key": {`!"#$%&'()*+,-./:;<=>?@[\]^_{|}~`}}, http.StatusOK, ""},
 		{"UUID key", http.Header{"Idempotency-Key": {"8e03978e-40d5-43e8-bc93-6894a57f9324"}}, http.StatusOK, ""},
 		{"tenant of 100 characters", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {strings.Repeat("t", 100)}}, http.StatusOK, ""},
-		{"tenant of 101 characters", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {strings.Repeat("t", 101)}}, http.StatusBadRequest, httpapi.ProblemInvalidTenant},
-		{"tenant with a space", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"t 1"}}, http.StatusBadRequest, httpapi.ProblemInvalidTenant},
-		{"tenant starting with a dash", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"-t"}}, http.StatusBadRequest, httpapi.ProblemInvalidTenant},
-		{"tenant sent twice", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"a", "b"}}, http.StatusBadRequest, httpapi.ProblemInvalidTenant},
+		{"tenant of 101 characters", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {strings.Repeat("t", 101)}}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
+		{"tenant with a space", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"t 1"}}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
+		{"tenant starting with a dash", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"-t"}}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
+		{"tenant sent twice", http.Header{"Idempotency-Key": {"k"}, "X-Tenant-Id": {"a", "b"}}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &idemFake{}
-			m, _ := idemMiddleware(memory.NewStore(0))
-			r := idemRequest(http.MethodPost, idemPath, "", "", `{"points":5}`)
+			fake := &fakeHandler{}
+			m, _ := newMiddleware(memory.NewStore(0))
+			r := newRequest(http.MethodPost, testPath, "", "", `{"points":5}`)
 			for name, values := range tt.header {
 				r.Header[name] = values
 			}
-			rec := idemServe(m.Wrap(idemOp, fake), r)
+			rec := serve(m.Wrap(testOp, fake), r)
 			require.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
 			if tt.problem == "" {
 				assert.EqualValues(t, 1, fake.calls.Load(), "the handler runs")
 				return
 			}
-			assert.Equal(t, tt.problem, idemProblemType(t, rec))
+			assert.Equal(t, tt.problem, problemType(t, rec))
 			assert.Zero(t, fake.calls.Load(), "a refused request does not reach the handler")
 		})
 	}
 }
 
-func TestIdempotencyReplaysFinalAnswers(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
+func TestReplaysFinalAnswers(t *testing.T) {
+	eachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		tests := []struct {
 			name   string
 			status int
@@ -222,54 +223,54 @@ func TestIdempotencyReplaysFinalAnswers(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				fake := &idemFake{respond: idemRespondWith(tt.status)}
-				m, reg := idemMiddleware(ks)
-				h := m.Wrap(idemOp, fake)
+				fake := &fakeHandler{respond: respondWith(tt.status)}
+				m, reg := newMiddleware(ks)
+				h := m.Wrap(testOp, fake)
 				key := "replay-" + strconv.Itoa(tt.status)
 
-				first := idemPost(h, key, `{"points":25}`)
+				first := post(h, key, `{"points":25}`)
 				require.Equal(t, tt.status, first.Code)
 				assert.Empty(t, first.Header().Get("Idempotent-Replayed"), "the first answer is no replay")
 				assert.Equal(t, "1", first.Header().Get("X-Request-Id"), "the first answer has all its headers")
 				for range 2 {
-					idemAssertReplay(t, first, idemPost(h, key, `{"points":25}`))
+					assertReplay(t, first, post(h, key, `{"points":25}`))
 				}
 				assert.EqualValues(t, 1, fake.calls.Load(), "the handler ran once")
-				assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_completions_total"))
-				assert.EqualValues(t, 2, idemOpCounter(t, reg, "idempotency_replays_total"))
+				assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_completions_total"))
+				assert.EqualValues(t, 2, opCounter(t, reg, "idempotency_replays_total"))
 			})
 		}
 	})
 }
 
-func TestIdempotencyInProgressConflicts(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
+func TestInProgressConflicts(t *testing.T) {
+	eachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
-		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
+		fake := &fakeHandler{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			if n == 1 {
 				close(entered)
 				<-proceed
 			}
-			idemAnswer(w, r, http.StatusOK, n)
+			answer(w, r, http.StatusOK, n)
 		}}
-		m, reg := idemMiddleware(ks)
-		h := m.Wrap(idemOp, fake)
+		m, reg := newMiddleware(ks)
+		h := m.Wrap(testOp, fake)
 
 		firstDone := make(chan *httptest.ResponseRecorder)
-		go func() { firstDone <- idemPost(h, "busy", `{"points":1}`) }()
+		go func() { firstDone <- post(h, "busy", `{"points":1}`) }()
 		<-entered
-		second := idemPost(h, "busy", `{"points":1}`)
+		second := post(h, "busy", `{"points":1}`)
 		require.Equal(t, http.StatusConflict, second.Code, "body %s", second.Body)
-		assert.Equal(t, httpapi.ProblemIdempotencyKeyInProgress, idemProblemType(t, second))
+		assert.Equal(t, idempotency.ProblemKeyInProgress, problemType(t, second))
 		retryAfter, err := strconv.Atoi(second.Header().Get("Retry-After"))
 		require.NoError(t, err, "Retry-After %q", second.Header().Get("Retry-After"))
 		assert.Equal(t, 1, retryAfter, "the first request has run for milliseconds")
-		assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_conflicts_total"))
+		assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_conflicts_total"))
 
 		close(proceed)
 		first := <-firstDone
 		require.Equal(t, http.StatusOK, first.Code)
-		idemAssertReplay(t, first, idemPost(h, "busy", `{"points":1}`))
+		assertReplay(t, first, post(h, "busy", `{"points":1}`))
 		assert.EqualValues(t, 1, fake.calls.Load())
 	})
 }
@@ -277,7 +278,7 @@ func TestIdempotencyInProgressConflicts(t *testing.T) {
 // A 409's Retry-After is about as long as the first request has run so far
 // (it is likely to take as long again), in whole seconds rounded up, at
 // least 1 and at most what is left of its lock.
-func TestIdempotencyRetryAfterFollowsTheClaimsAge(t *testing.T) {
+func TestRetryAfterFollowsTheClaimsAge(t *testing.T) {
 	tests := []struct {
 		age, remaining time.Duration
 		want           string
@@ -293,61 +294,61 @@ func TestIdempotencyRetryAfterFollowsTheClaimsAge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.age.String()+"/"+tt.remaining.String(), func(t *testing.T) {
-			ks := &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
-			m, _ := idemMiddleware(ks)
-			rec := idemPost(m.Wrap(idemOp, &idemFake{}), "k", "")
+			ks := &stubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.InProgress, Age: tt.age, RetryAfter: tt.remaining}}
+			m, _ := newMiddleware(ks)
+			rec := post(m.Wrap(testOp, &fakeHandler{}), "k", "")
 			require.Equal(t, http.StatusConflict, rec.Code)
 			assert.Equal(t, tt.want, rec.Header().Get("Retry-After"))
 		})
 	}
 }
 
-func TestIdempotencyRetryableAnswersReleaseTheKey(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
+func TestRetryableAnswersReleaseTheKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusBadGateway} {
 			t.Run(strconv.Itoa(status), func(t *testing.T) {
-				fake := &idemFake{respond: idemRespondWith(status, http.StatusOK)}
-				m, reg := idemMiddleware(ks)
-				h := m.Wrap(idemOp, fake)
+				fake := &fakeHandler{respond: respondWith(status, http.StatusOK)}
+				m, reg := newMiddleware(ks)
+				h := m.Wrap(testOp, fake)
 				key := "release-" + strconv.Itoa(status)
 
-				refused := idemPost(h, key, `{"points":3}`)
+				refused := post(h, key, `{"points":3}`)
 				require.Equal(t, status, refused.Code)
 				assert.Equal(t, `{"call":1,"echo":"{\"points\":3}"}`, refused.Body.String(), "the client gets the handler's answer")
-				assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_releases_total"))
+				assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_releases_total"))
 
-				again := idemPost(h, key, `{"points":3}`)
+				again := post(h, key, `{"points":3}`)
 				require.Equal(t, http.StatusOK, again.Code, "the released key runs again")
 				assert.Empty(t, again.Header().Get("Idempotent-Replayed"))
 				assert.EqualValues(t, 2, fake.calls.Load())
 
-				idemAssertReplay(t, again, idemPost(h, key, `{"points":3}`))
+				assertReplay(t, again, post(h, key, `{"points":3}`))
 				assert.EqualValues(t, 2, fake.calls.Load(), "the success is final")
 			})
 		}
 	})
 }
 
-func TestIdempotencyLockExpiry(t *testing.T) {
-	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
+func TestLockExpiry(t *testing.T) {
+	eachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
-		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
+		fake := &fakeHandler{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			if n == 1 {
 				close(entered)
 				<-proceed
 			}
-			idemAnswer(w, r, http.StatusOK, n)
+			answer(w, r, http.StatusOK, n)
 		}}
-		m, reg := idemMiddleware(ks)
+		m, reg := newMiddleware(ks)
 		m.LockTTL = 200 * time.Millisecond
-		h := m.Wrap(idemOp, fake)
+		h := m.Wrap(testOp, fake)
 
 		staleDone := make(chan *httptest.ResponseRecorder)
-		go func() { staleDone <- idemPost(h, "slow", `{"points":7}`) }()
+		go func() { staleDone <- post(h, "slow", `{"points":7}`) }()
 		<-entered
 		time.Sleep(300 * time.Millisecond)
 
-		takeover := idemPost(h, "slow", `{"points":7}`)
+		takeover := post(h, "slow", `{"points":7}`)
 		require.Equal(t, http.StatusOK, takeover.Code, "the expired lock is taken over")
 		assert.Contains(t, takeover.Body.String(), `"call":2`)
 
@@ -355,16 +356,16 @@ func TestIdempotencyLockExpiry(t *testing.T) {
 		stale := <-staleDone
 		require.Equal(t, http.StatusOK, stale.Code, "the stale holder's client still gets its answer")
 		assert.Contains(t, stale.Body.String(), `"call":1`)
-		assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_completion_failures_total"), "the stale Complete fails (ErrNotOwner)")
-		assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_completions_total"))
-		assert.Zero(t, idemOpCounter(t, reg, "idempotency_store_errors_total"), "a lost lock is no store error")
+		assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_completion_failures_total"), "the stale Complete fails (ErrNotOwner)")
+		assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_completions_total"))
+		assert.Zero(t, opCounter(t, reg, "idempotency_store_errors_total"), "a lost lock is no store error")
 
-		idemAssertReplay(t, takeover, idemPost(h, "slow", `{"points":7}`))
+		assertReplay(t, takeover, post(h, "slow", `{"points":7}`))
 		assert.EqualValues(t, 2, fake.calls.Load())
 	})
 }
 
-func TestIdempotencyMismatchAndScope(t *testing.T) {
+func TestMismatchAndScope(t *testing.T) {
 	type step struct {
 		method, path, tenant, op, body string
 		// call is the handler invocation answering, 0 for a 422.
@@ -373,60 +374,60 @@ func TestIdempotencyMismatchAndScope(t *testing.T) {
 		replay bool
 	}
 	post := func(tenant, op, body string, call int64, replay bool) step {
-		return step{http.MethodPost, idemPath, tenant, op, body, call, replay}
+		return step{http.MethodPost, testPath, tenant, op, body, call, replay}
 	}
 	tests := []struct {
 		name  string
 		steps []step
 	}{
 		{"different body", []step{
-			post("", idemOp, `{"points":1}`, 1, false),
-			post("", idemOp, `{"points":2}`, 0, false),
+			post("", testOp, `{"points":1}`, 1, false),
+			post("", testOp, `{"points":2}`, 0, false),
 		}},
 		{"body added", []step{
-			post("", idemOp, ``, 1, false),
-			post("", idemOp, `{}`, 0, false),
+			post("", testOp, ``, 1, false),
+			post("", testOp, `{}`, 0, false),
 		}},
 		{"different path", []step{
-			post("", idemOp, `{"points":1}`, 1, false),
-			{http.MethodPost, "/v1/customers/c-2/points", "", idemOp, `{"points":1}`, 0, false},
+			post("", testOp, `{"points":1}`, 1, false),
+			{http.MethodPost, "/v1/customers/c-2/points", "", testOp, `{"points":1}`, 0, false},
 		}},
 		{"different method", []step{
-			post("", idemOp, `{"points":1}`, 1, false),
-			{http.MethodPut, idemPath, "", idemOp, `{"points":1}`, 0, false},
+			post("", testOp, `{"points":1}`, 1, false),
+			{http.MethodPut, testPath, "", testOp, `{"points":1}`, 0, false},
 		}},
 		{"key order and white space do not matter", []step{
-			post("", idemOp, `{"points":1,"activity":"purchase","tags":[1,2]}`, 1, false),
-			post("", idemOp, " {\n \"tags\" : [1, 2], \"activity\":\"purchase\",\t\"points\": 1 }\n", 1, true),
+			post("", testOp, `{"points":1,"activity":"purchase","tags":[1,2]}`, 1, false),
+			post("", testOp, " {\n \"tags\" : [1, 2], \"activity\":\"purchase\",\t\"points\": 1 }\n", 1, true),
 		}},
 		{"tenants have keys of their own", []step{
-			post("tenant-a", idemOp, `{"points":1}`, 1, false),
-			post("tenant-b", idemOp, `{"points":1}`, 2, false),
-			post("tenant-a", idemOp, `{"points":1}`, 1, true),
-			post("tenant-b", idemOp, `{"points":1}`, 2, true),
+			post("tenant-a", testOp, `{"points":1}`, 1, false),
+			post("tenant-b", testOp, `{"points":1}`, 2, false),
+			post("tenant-a", testOp, `{"points":1}`, 1, true),
+			post("tenant-b", testOp, `{"points":1}`, 2, true),
 		}},
 		{"the default tenant is a tenant", []step{
-			post("", idemOp, `{"points":1}`, 1, false),
-			post("default", idemOp, `{"points":1}`, 1, true),
-			post("other", idemOp, `{"points":1}`, 2, false),
+			post("", testOp, `{"points":1}`, 1, false),
+			post("default", testOp, `{"points":1}`, 1, true),
+			post("other", testOp, `{"points":1}`, 2, false),
 		}},
 		{"operations have keys of their own", []step{
-			post("", idemOp, `{"points":1}`, 1, false),
+			post("", testOp, `{"points":1}`, 1, false),
 			post("", "unenroll", `{"points":1}`, 2, false),
-			post("", idemOp, `{"points":2}`, 0, false),
+			post("", testOp, `{"points":2}`, 0, false),
 			post("", "unenroll", `{"points":1}`, 2, true),
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &idemFake{}
-			m, reg := idemMiddleware(memory.NewStore(0))
+			fake := &fakeHandler{}
+			m, reg := newMiddleware(memory.NewStore(0))
 			var mismatches float64
 			for i, s := range tt.steps {
-				rec := idemServe(m.Wrap(s.op, fake), idemRequest(s.method, s.path, "same-key", s.tenant, s.body))
+				rec := serve(m.Wrap(s.op, fake), newRequest(s.method, s.path, "same-key", s.tenant, s.body))
 				if s.call == 0 {
 					require.Equal(t, http.StatusUnprocessableEntity, rec.Code, "step %d: body %s", i, rec.Body)
-					assert.Equal(t, httpapi.ProblemIdempotencyKeyReused, idemProblemType(t, rec))
+					assert.Equal(t, idempotency.ProblemKeyReused, problemType(t, rec))
 					mismatches++
 					continue
 				}
@@ -434,12 +435,12 @@ func TestIdempotencyMismatchAndScope(t *testing.T) {
 				assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"call":%d`, s.call), "step %d", i)
 				assert.Equal(t, s.replay, rec.Header().Get("Idempotent-Replayed") == "true", "step %d replayed", i)
 			}
-			assert.Equal(t, mismatches, idemMetric(t, reg, "idempotency_mismatches_total", nil))
+			assert.Equal(t, mismatches, metricValue(t, reg, "idempotency_mismatches_total", nil))
 		})
 	}
 }
 
-func TestIdempotencyBody(t *testing.T) {
+func TestBody(t *testing.T) {
 	tests := []struct {
 		name    string
 		body    string
@@ -449,44 +450,44 @@ func TestIdempotencyBody(t *testing.T) {
 		{"empty body", "", http.StatusOK, ""},
 		{"white space only", " \n\t", http.StatusOK, ""},
 		{"body at the limit", `{"a":"12345678"}`, http.StatusOK, ""},
-		{"body over the limit", `{"a":"123456789"}`, http.StatusRequestEntityTooLarge, httpapi.ProblemBodyTooLarge},
-		{"not JSON", `points=5`, http.StatusBadRequest, httpapi.ProblemInvalidBody},
-		{"truncated JSON", `{"a":`, http.StatusBadRequest, httpapi.ProblemInvalidBody},
-		{"two JSON values", `{} {}`, http.StatusBadRequest, httpapi.ProblemInvalidBody},
+		{"body over the limit", `{"a":"123456789"}`, http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge},
+		{"not JSON", `points=5`, http.StatusBadRequest, idempotency.ProblemInvalidBody},
+		{"truncated JSON", `{"a":`, http.StatusBadRequest, idempotency.ProblemInvalidBody},
+		{"two JSON values", `{} {}`, http.StatusBadRequest, idempotency.ProblemInvalidBody},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
+			fake := &fakeHandler{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 				body, err := io.ReadAll(r.Body)
 				require.NoError(t, err)
 				assert.Equal(t, tt.body, string(body), "the handler reads the body the middleware read")
 				assert.EqualValues(t, len(tt.body), r.ContentLength)
 				w.WriteHeader(http.StatusOK)
 			}}
-			m, _ := idemMiddleware(memory.NewStore(0))
+			m, _ := newMiddleware(memory.NewStore(0))
 			m.MaxBody = 16
-			rec := idemPost(m.Wrap(idemOp, fake), "k", tt.body)
+			rec := post(m.Wrap(testOp, fake), "k", tt.body)
 			require.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
 			if tt.problem == "" {
 				assert.EqualValues(t, 1, fake.calls.Load())
 				return
 			}
-			assert.Equal(t, tt.problem, idemProblemType(t, rec))
+			assert.Equal(t, tt.problem, problemType(t, rec))
 			assert.Zero(t, fake.calls.Load())
 		})
 	}
 }
 
-// idemStubStore is a KeyStore that fails where told to and otherwise defers
+// stubStore is a KeyStore that fails where told to and otherwise defers
 // to a memory.Store.
-type idemStubStore struct {
+type stubStore struct {
 	*memory.Store
 	claimErr, completeErr, releaseErr error
 	// claim, if set, replaces the answer of Claim.
 	claim *idempotency.Claim
 }
 
-func (s *idemStubStore) Claim(ctx context.Context, key, fp string, lockTTL time.Duration) (idempotency.Claim, error) {
+func (s *stubStore) Claim(ctx context.Context, key, fp string, lockTTL time.Duration) (idempotency.Claim, error) {
 	switch {
 	case s.claimErr != nil:
 		return idempotency.Claim{}, s.claimErr
@@ -496,22 +497,22 @@ func (s *idemStubStore) Claim(ctx context.Context, key, fp string, lockTTL time.
 	return s.Store.Claim(ctx, key, fp, lockTTL)
 }
 
-func (s *idemStubStore) Complete(ctx context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
+func (s *stubStore) Complete(ctx context.Context, key, owner string, resp idempotency.Response, ttl time.Duration) error {
 	if s.completeErr != nil {
 		return s.completeErr
 	}
 	return s.Store.Complete(ctx, key, owner, resp, ttl)
 }
 
-func (s *idemStubStore) Release(ctx context.Context, key, owner string) error {
+func (s *stubStore) Release(ctx context.Context, key, owner string) error {
 	if s.releaseErr != nil {
 		return s.releaseErr
 	}
 	return s.Store.Release(ctx, key, owner)
 }
 
-// idemUnreachableRedis is a redisstore.Store on a port nobody listens on.
-func idemUnreachableRedis(t testing.TB) idempotency.KeyStore {
+// unreachableRedis is a redisstore.Store on a port nobody listens on.
+func unreachableRedis(t testing.TB) idempotency.KeyStore {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -521,8 +522,8 @@ func idemUnreachableRedis(t testing.TB) idempotency.KeyStore {
 	return redisstore.New(client, "unreachable:")
 }
 
-// idemClosedSQL is a sqlstore.Store whose database is closed.
-func idemClosedSQL(t testing.TB) idempotency.KeyStore {
+// closedSQL is a sqlstore.Store whose database is closed.
+func closedSQL(t testing.TB) idempotency.KeyStore {
 	st, err := store.Open(context.Background(), dbtest.SQLite(t).URL)
 	require.NoError(t, err)
 	s := sqlstore.New(st)
@@ -530,41 +531,41 @@ func idemClosedSQL(t testing.TB) idempotency.KeyStore {
 	return s
 }
 
-func TestIdempotencyStoreDownFailsClosed(t *testing.T) {
+func TestStoreDownFailsClosed(t *testing.T) {
 	tests := []struct {
 		name string
 		ks   func(t testing.TB) idempotency.KeyStore
 	}{
 		{"claim error", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{Store: memory.NewStore(0), claimErr: errors.New("connection refused")}
+			return &stubStore{Store: memory.NewStore(0), claimErr: errors.New("connection refused")}
 		}},
 		{"replay without a response", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.Replay}}
+			return &stubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{Outcome: idempotency.Replay}}
 		}},
 		{"unknown outcome", func(testing.TB) idempotency.KeyStore {
-			return &idemStubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{}}
+			return &stubStore{Store: memory.NewStore(0), claim: &idempotency.Claim{}}
 		}},
-		{"redis unreachable", idemUnreachableRedis},
-		{"database closed", idemClosedSQL},
+		{"redis unreachable", unreachableRedis},
+		{"database closed", closedSQL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &idemFake{}
-			m, reg := idemMiddleware(tt.ks(t))
-			rec := idemPost(m.Wrap(idemOp, fake), "k", `{"points":1}`)
+			fake := &fakeHandler{}
+			m, reg := newMiddleware(tt.ks(t))
+			rec := post(m.Wrap(testOp, fake), "k", `{"points":1}`)
 			require.Equal(t, http.StatusServiceUnavailable, rec.Code, "body %s", rec.Body)
-			assert.Equal(t, httpapi.ProblemIdempotencyStoreUnavailable, idemProblemType(t, rec))
+			assert.Equal(t, idempotency.ProblemStoreUnavailable, problemType(t, rec))
 			assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 			assert.Zero(t, fake.calls.Load(), "the command does not run unguarded")
-			assert.EqualValues(t, 1, idemMetric(t, reg, "idempotency_store_errors_total", map[string]string{"operation": idemOp, "phase": "claim"}))
+			assert.EqualValues(t, 1, metricValue(t, reg, "idempotency_store_errors_total", map[string]string{"operation": testOp, "phase": "claim"}))
 		})
 	}
 }
 
-func TestIdempotencySettleFailures(t *testing.T) {
+func TestSettleFailures(t *testing.T) {
 	tests := []struct {
 		name   string
-		store  *idemStubStore
+		store  *stubStore
 		status int
 		// counters are the metrics expected at 1.
 		counters []string
@@ -574,7 +575,7 @@ func TestIdempotencySettleFailures(t *testing.T) {
 	}{
 		{
 			name:     "complete fails",
-			store:    &idemStubStore{completeErr: errors.New("i/o timeout")},
+			store:    &stubStore{completeErr: errors.New("i/o timeout")},
 			status:   http.StatusOK,
 			counters: []string{"idempotency_completion_failures_total"},
 			phase:    "complete",
@@ -582,14 +583,14 @@ func TestIdempotencySettleFailures(t *testing.T) {
 		},
 		{
 			name:     "complete finds the lock lost",
-			store:    &idemStubStore{completeErr: idempotency.ErrNotOwner},
+			store:    &stubStore{completeErr: idempotency.ErrNotOwner},
 			status:   http.StatusOK,
 			counters: []string{"idempotency_completion_failures_total"},
 			next:     http.StatusConflict,
 		},
 		{
 			name:     "release fails",
-			store:    &idemStubStore{releaseErr: errors.New("i/o timeout")},
+			store:    &stubStore{releaseErr: errors.New("i/o timeout")},
 			status:   http.StatusServiceUnavailable,
 			counters: []string{"idempotency_release_failures_total"},
 			phase:    "release",
@@ -597,7 +598,7 @@ func TestIdempotencySettleFailures(t *testing.T) {
 		},
 		{
 			name:     "release finds the lock lost",
-			store:    &idemStubStore{releaseErr: idempotency.ErrNotOwner},
+			store:    &stubStore{releaseErr: idempotency.ErrNotOwner},
 			status:   http.StatusTooManyRequests,
 			counters: []string{"idempotency_release_failures_total"},
 			next:     http.StatusConflict,
@@ -606,51 +607,51 @@ func TestIdempotencySettleFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.store.Store = memory.NewStore(0)
-			fake := &idemFake{respond: idemRespondWith(tt.status)}
-			m, reg := idemMiddleware(tt.store)
-			h := m.Wrap(idemOp, fake)
+			fake := &fakeHandler{respond: respondWith(tt.status)}
+			m, reg := newMiddleware(tt.store)
+			h := m.Wrap(testOp, fake)
 
-			rec := idemPost(h, "k", `{"points":1}`)
+			rec := post(h, "k", `{"points":1}`)
 			require.Equal(t, tt.status, rec.Code, "the client gets its answer")
 			assert.Contains(t, rec.Body.String(), `"call":1`)
 			for _, name := range tt.counters {
-				assert.EqualValues(t, 1, idemOpCounter(t, reg, name), name)
+				assert.EqualValues(t, 1, opCounter(t, reg, name), name)
 			}
 			var wantStoreErrors float64
 			if tt.phase != "" {
 				wantStoreErrors = 1
 			}
-			assert.Equal(t, wantStoreErrors, idemMetric(t, reg, "idempotency_store_errors_total", map[string]string{"phase": tt.phase}))
-			assert.Equal(t, tt.next, idemPost(h, "k", `{"points":1}`).Code)
+			assert.Equal(t, wantStoreErrors, metricValue(t, reg, "idempotency_store_errors_total", map[string]string{"phase": tt.phase}))
+			assert.Equal(t, tt.next, post(h, "k", `{"points":1}`).Code)
 		})
 	}
 }
 
-func TestIdempotencyPanicReleasesTheKey(t *testing.T) {
-	fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
+func TestPanicReleasesTheKey(t *testing.T) {
+	fake := &fakeHandler{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"half":`))
 			panic("handler bug")
 		}
-		idemAnswer(w, r, http.StatusOK, n)
+		answer(w, r, http.StatusOK, n)
 	}}
-	m, reg := idemMiddleware(memory.NewStore(0))
-	h := m.Wrap(idemOp, fake)
+	m, reg := newMiddleware(memory.NewStore(0))
+	h := m.Wrap(testOp, fake)
 
 	rec := httptest.NewRecorder()
 	assert.PanicsWithValue(t, "handler bug", func() {
-		h.ServeHTTP(rec, idemRequest(http.MethodPost, idemPath, "k", "", `{"points":1}`))
+		h.ServeHTTP(rec, newRequest(http.MethodPost, testPath, "k", "", `{"points":1}`))
 	}, "the panic goes on up")
 	assert.Empty(t, rec.Body.String(), "nothing of the half-written answer is sent")
-	assert.EqualValues(t, 1, idemOpCounter(t, reg, "idempotency_releases_total"))
+	assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_releases_total"))
 
-	again := idemPost(h, "k", `{"points":1}`)
+	again := post(h, "k", `{"points":1}`)
 	require.Equal(t, http.StatusOK, again.Code, "the released key runs again")
 	assert.EqualValues(t, 2, fake.calls.Load())
 }
 
-func TestIdempotencyAnswersWithoutWriteHeader(t *testing.T) {
+func TestAnswersWithoutWriteHeader(t *testing.T) {
 	tests := []struct {
 		name    string
 		respond func(w http.ResponseWriter)
@@ -676,13 +677,13 @@ func TestIdempotencyAnswersWithoutWriteHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &idemFake{respond: func(_ int64, w http.ResponseWriter, _ *http.Request) { tt.respond(w) }}
-			m, _ := idemMiddleware(memory.NewStore(0))
-			h := m.Wrap(idemOp, fake)
-			first := idemPost(h, "k", "")
+			fake := &fakeHandler{respond: func(_ int64, w http.ResponseWriter, _ *http.Request) { tt.respond(w) }}
+			m, _ := newMiddleware(memory.NewStore(0))
+			h := m.Wrap(testOp, fake)
+			first := post(h, "k", "")
 			require.Equal(t, tt.status, first.Code)
 			assert.Equal(t, tt.ctype, first.Header().Get("Content-Type"))
-			replay := idemPost(h, "k", "")
+			replay := post(h, "k", "")
 			assert.Equal(t, tt.status, replay.Code)
 			assert.Equal(t, tt.ctype, replay.Header().Get("Content-Type"))
 			assert.Equal(t, first.Body.String(), replay.Body.String())
@@ -694,15 +695,15 @@ func TestIdempotencyAnswersWithoutWriteHeader(t *testing.T) {
 func TestScopedKey(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
-	fake := &idemFake{respond: func(_ int64, w http.ResponseWriter, r *http.Request) {
-		key, ok := httpapi.ScopedKey(r.Context())
+	fake := &fakeHandler{respond: func(_ int64, w http.ResponseWriter, r *http.Request) {
+		key, ok := idempotency.ScopedKey(r.Context())
 		assert.True(t, ok, "the handler sees its scoped key")
 		mu.Lock()
 		seen[r.Header.Get("X-Tenant-ID")+"|"+r.Header.Get("X-Op")+"|"+r.Header.Get("Idempotency-Key")] = key
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}}
-	m, _ := idemMiddleware(memory.NewStore(0))
+	m, _ := newMiddleware(memory.NewStore(0))
 	for _, c := range []struct{ tenant, op, key string }{
 		{"", "points", "k1"},
 		{"t2", "points", "k1"},
@@ -710,9 +711,9 @@ func TestScopedKey(t *testing.T) {
 		{"", "points", "k2"},
 		{"", "points", strings.Repeat("~", 255)},
 	} {
-		r := idemRequest(http.MethodPost, idemPath, c.key, c.tenant, "")
+		r := newRequest(http.MethodPost, testPath, c.key, c.tenant, "")
 		r.Header.Set("X-Op", c.op)
-		require.Equal(t, http.StatusOK, idemServe(m.Wrap(c.op, fake), r).Code)
+		require.Equal(t, http.StatusOK, serve(m.Wrap(c.op, fake), r).Code)
 	}
 	distinct := map[string]bool{}
 	for scope, key := range seen {
@@ -721,23 +722,43 @@ func TestScopedKey(t *testing.T) {
 	}
 	assert.Len(t, distinct, 5, "tenant, operation and key each change the scoped key")
 
-	_, ok := httpapi.ScopedKey(context.Background())
+	_, ok := idempotency.ScopedKey(context.Background())
 	assert.False(t, ok, "no scoped key outside the middleware")
 }
 
-func TestIdempotencyWrapNeedsAStore(t *testing.T) {
-	assert.Panics(t, func() { (&httpapi.Idempotency{}).Wrap(idemOp, &idemFake{}) })
+func TestWrapNeedsAStore(t *testing.T) {
+	assert.Panics(t, func() { (&idempotency.Middleware{}).Wrap(testOp, &fakeHandler{}) })
 }
 
-func TestIdempotencyConcurrentDuplicates(t *testing.T) {
+func TestNilMetricsAreNoOps(t *testing.T) {
+	m := &idempotency.Middleware{Store: &stubStore{Store: memory.NewStore(0), completeErr: idempotency.ErrNotOwner}}
+	h := m.Wrap(testOp, &fakeHandler{respond: respondWith(http.StatusOK)})
+	require.Equal(t, http.StatusOK, post(h, "k", "").Code, "every counter path runs without metrics")
+	require.Equal(t, http.StatusConflict, post(h, "k", "").Code)
+}
+
+// The counters are registered by the caller, under the names the README
+// documents.
+func TestMetricsNames(t *testing.T) {
+	m, reg := newMiddleware(memory.NewStore(0))
+	h := m.Wrap(testOp, &fakeHandler{})
+	require.Equal(t, http.StatusOK, post(h, "k", "").Code)
+	require.Equal(t, http.StatusOK, post(h, "k", "").Code)
+	assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_claims_total"))
+	assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_completions_total"))
+	assert.EqualValues(t, 1, opCounter(t, reg, "idempotency_replays_total"))
+	assert.Panics(t, func() { reg.MustRegister(idempotency.NewMetrics()) }, "one set of counters per registry")
+}
+
+func TestConcurrentDuplicates(t *testing.T) {
 	const clients = 50
-	idemEachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
-		fake := &idemFake{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
+	eachStore(t, func(t *testing.T, ks idempotency.KeyStore) {
+		fake := &fakeHandler{respond: func(n int64, w http.ResponseWriter, r *http.Request) {
 			time.Sleep(100 * time.Millisecond)
-			idemAnswer(w, r, http.StatusOK, n)
+			answer(w, r, http.StatusOK, n)
 		}}
-		m, _ := idemMiddleware(ks)
-		srv := httptest.NewServer(m.Wrap(idemOp, fake))
+		m, _ := newMiddleware(ks)
+		srv := httptest.NewServer(m.Wrap(testOp, fake))
 		defer srv.Close()
 		client := &http.Client{
 			Transport: &http.Transport{MaxIdleConnsPerHost: clients},
@@ -760,7 +781,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 				<-start
 				o := &outcomes[i]
 				for attempt := 0; ; attempt++ {
-					req, err := http.NewRequest(http.MethodPost, srv.URL+idemPath, strings.NewReader(`{"points":10}`))
+					req, err := http.NewRequest(http.MethodPost, srv.URL+testPath, strings.NewReader(`{"points":10}`))
 					if err != nil {
 						o.err = err
 						return

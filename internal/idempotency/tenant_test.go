@@ -1,4 +1,4 @@
-package httpapi_test
+package idempotency_test
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 func TestTenantFromHeader(t *testing.T) {
@@ -38,9 +38,9 @@ func TestTenantFromHeader(t *testing.T) {
 			if tt.values != nil {
 				r.Header["X-Tenant-Id"] = tt.values
 			}
-			got, err := httpapi.Tenant(r)
+			got, err := idempotency.Tenant(r)
 			if tt.invalid {
-				require.ErrorIs(t, err, httpapi.ErrInvalidTenant)
+				require.ErrorIs(t, err, idempotency.ErrInvalidTenant)
 				return
 			}
 			require.NoError(t, err)

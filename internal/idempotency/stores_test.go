@@ -1,4 +1,4 @@
-package httpapi_test
+package idempotency_test
 
 import (
 	"context"
@@ -12,41 +12,41 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
-// idemStore is a KeyStore implementation the idempotency tests run against.
-type idemStore struct {
+// testStore is a KeyStore implementation the idempotency tests run against.
+type testStore struct {
 	name string
 	// open returns a fresh, empty store, closed when the test ends.
 	open func(t testing.TB) idempotency.KeyStore
 }
 
-// idemStores are the three KeyStores of the project, SQL on both databases.
+// testStores are the three KeyStores of the project, SQL on both databases.
 // Redis and PostgreSQL are skipped under -short and when unreachable, unless
 // REQUIRE_SERVICES is set.
-var idemStores = []idemStore{
+var testStores = []testStore{
 	{"memory", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }},
-	{"redis", idemRedisStore},
-	{"sqlite", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.SQLite(t).URL) }},
-	{"postgres", func(t testing.TB) idempotency.KeyStore { return idemSQLStore(t, dbtest.Postgres(t).URL) }},
+	{"redis", redisStore},
+	{"sqlite", func(t testing.TB) idempotency.KeyStore { return sqlStore(t, dbtest.SQLite(t).URL) }},
+	{"postgres", func(t testing.TB) idempotency.KeyStore { return sqlStore(t, dbtest.Postgres(t).URL) }},
 }
 
-// idemEachStore runs test once per store, each time on a fresh one.
-func idemEachStore(t *testing.T, test func(t *testing.T, ks idempotency.KeyStore)) {
+// eachStore runs test once per store, each time on a fresh one.
+func eachStore(t *testing.T, test func(t *testing.T, ks idempotency.KeyStore)) {
 	t.Helper()
-	for _, s := range idemStores {
+	for _, s := range testStores {
 		t.Run("store="+s.name, func(t *testing.T) { test(t, s.open(t)) })
 	}
 }
 
-// idemRedisStore returns a redisstore.Store under a prefix of the test's
+// redisStore returns a redisstore.Store under a prefix of the test's
 // own, whose keys are deleted when the test ends (dbtest.Redis).
-func idemRedisStore(t testing.TB) idempotency.KeyStore {
+func redisStore(t testing.TB) idempotency.KeyStore {
 	t.Helper()
 	return redisstore.New(dbtest.Redis(t))
 }
 
-// idemSQLStore opens the database at url (running its migrations) and
+// sqlStore opens the database at url (running its migrations) and
 // returns a sqlstore.Store on it; the database is closed when the test ends.
-func idemSQLStore(t testing.TB, url string) idempotency.KeyStore {
+func sqlStore(t testing.TB, url string) idempotency.KeyStore {
 	t.Helper()
 	st, err := store.Open(context.Background(), url)
 	if err != nil {

@@ -1,4 +1,4 @@
-package httpapi_test
+package idempotency_test
 
 import (
 	"io"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/dbtest"
-	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 )
@@ -26,15 +25,15 @@ import (
 // handler. Besides ns/op it reports the p50 and p99 latency of one request
 // in microseconds and the throughput.
 func BenchmarkIdempotencyOverhead(b *testing.B) {
-	sqlStore := func(open func(testing.TB) dbtest.Backend) func(testing.TB) idempotency.KeyStore {
-		return func(tb testing.TB) idempotency.KeyStore { return idemSQLStore(tb, open(tb).URL) }
+	onDatabase := func(open func(testing.TB) dbtest.Backend) func(testing.TB) idempotency.KeyStore {
+		return func(tb testing.TB) idempotency.KeyStore { return sqlStore(tb, open(tb).URL) }
 	}
-	stores := []idemStore{
+	stores := []testStore{
 		{"none", nil},
 		{"memory", func(testing.TB) idempotency.KeyStore { return memory.NewStore(0) }},
-		{"redis", idemRedisStore},
-		{"postgres", sqlStore(dbtest.Postgres)},
-		{"sqlite", sqlStore(dbtest.SQLite)},
+		{"redis", redisStore},
+		{"postgres", onDatabase(dbtest.Postgres)},
+		{"sqlite", onDatabase(dbtest.SQLite)},
 	}
 	for _, s := range stores {
 		b.Run("store="+s.name, func(b *testing.B) {
@@ -44,17 +43,17 @@ func BenchmarkIdempotencyOverhead(b *testing.B) {
 				_, _ = io.WriteString(w, `{"applied":true,"duplicate":false,"points":125,"tier":"basic"}`)
 			})
 			if s.open != nil {
-				m := &httpapi.Idempotency{Store: s.open(b), Logger: slog.New(slog.DiscardHandler)}
+				m := &idempotency.Middleware{Store: s.open(b), Logger: slog.New(slog.DiscardHandler)}
 				h = m.Wrap("bench", h)
 			}
-			idemBenchServe(b, h)
+			benchServe(b, h)
 		})
 	}
 }
 
-// idemBenchServe serves h on loopback and POSTs to it from b.RunParallel,
+// benchServe serves h on loopback and POSTs to it from b.RunParallel,
 // reporting latency percentiles and throughput.
-func idemBenchServe(b *testing.B, h http.Handler) {
+func benchServe(b *testing.B, h http.Handler) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -77,7 +76,7 @@ func idemBenchServe(b *testing.B, h http.Handler) {
 			mu.Unlock()
 		}()
 		for pb.Next() {
-			req, err := http.NewRequest(http.MethodPost, srv.URL+idemPath, strings.NewReader(`{"activity":"purchase","points":25}`))
+			req, err := http.NewRequest(http.MethodPost, srv.URL+testPath, strings.NewReader(`{"activity":"purchase","points":25}`))
 			if err != nil {
 				b.Error(err)
 				return

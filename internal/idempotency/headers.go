@@ -1,6 +1,6 @@
-package httpapi
+package idempotency
 
-// Request and response headers of the API.
+// The request and response headers the layer reads and writes.
 const (
 	// KeyHeader carries the client's idempotency key on commands.
 	KeyHeader = "Idempotency-Key"
