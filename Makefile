@@ -7,18 +7,22 @@ BIN := $(CURDIR)/bin
 TEMPORAL_CLI_VERSION := v1.5.1
 WORKFLOWCHECK_VERSION := v0.6.0
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
+STATICCHECK_VERSION := v0.8.2
+ERRCHECK_VERSION := v1.30.0
 BENCH_COUNT ?= 6
 FUZZTIME ?= 30s
 
 TEMPORAL := $(BIN)/temporal
 WORKFLOWCHECK := $(BIN)/workflowcheck
 BENCHSTAT := $(BIN)/benchstat
+STATICCHECK := $(BIN)/staticcheck
+ERRCHECK := $(BIN)/errcheck
 
 .PHONY: all tools build run lint test test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT)
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK)
 
 # The Temporal CLI embeds the dev server and its Web UI. The first build takes a
 # few minutes and about 2 GB of memory; later builds reuse the Go build cache.
@@ -32,6 +36,12 @@ $(WORKFLOWCHECK):
 $(BENCHSTAT):
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
+$(STATICCHECK):
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(ERRCHECK):
+	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
+
 # The Temporal CLI on PATH is used if there is one; otherwise bin/temporal is built.
 TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))
 
@@ -43,10 +53,14 @@ build:
 run: build $(TEMPORAL_FOR_RUN)
 	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(BIN)/devrun
 
-lint: $(WORKFLOWCHECK)
+# gofmt, go vet, staticcheck, errcheck (production code; the calls in
+# .lint/errcheck-exclude.txt need no check) and workflowcheck on the workflows.
+lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(ERRCHECK) -ignoretests -exclude .lint/errcheck-exclude.txt ./...
 	$(WORKFLOWCHECK) ./workflows/...
 
 # Every test: unit (Temporal test suite), fuzz seeds, replay of recorded

@@ -24,9 +24,9 @@ import (
 // got as far as dialing would fail with "cannot reach Temporal".
 const unreachable = "127.0.0.1:1"
 
-// runStarter runs the command line args and returns its error, what it
-// printed on out and what it printed on stderr (flag usage, the bare usage).
-func runStarter(t *testing.T, args ...string) (err error, stdout, stderr string) {
+// runStarter runs the command line args and returns what it printed on out,
+// what it printed on stderr (flag usage, the bare usage) and its error.
+func runStarter(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	f, ferr := os.CreateTemp(t.TempDir(), "stderr")
 	if ferr != nil {
@@ -45,11 +45,11 @@ func runStarter(t *testing.T, args ...string) (err error, stdout, stderr string)
 		t.Fatal(ferr)
 	}
 	f.Close()
-	return err, out.String(), string(b)
+	return out.String(), string(b), err
 }
 
 func TestNoCommandPrintsUsage(t *testing.T) {
-	err, stdout, stderr := runStarter(t)
+	stdout, stderr, err := runStarter(t)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp (exit 2)", err)
 	}
@@ -60,7 +60,7 @@ func TestNoCommandPrintsUsage(t *testing.T) {
 
 func TestHelpPrintsUsage(t *testing.T) {
 	for _, arg := range []string{"help", "-h", "-help", "--help"} {
-		err, stdout, _ := runStarter(t, arg)
+		stdout, _, err := runStarter(t, arg)
 		if err != nil || stdout != usage+"\n" {
 			t.Errorf("starter %s: %v, %q; want the usage on stdout", arg, err, stdout)
 		}
@@ -68,11 +68,11 @@ func TestHelpPrintsUsage(t *testing.T) {
 }
 
 func TestUnknownCommand(t *testing.T) {
-	err, _, _ := runStarter(t, "frobnicate")
+	_, _, err := runStarter(t, "frobnicate")
 	if err == nil || !strings.HasPrefix(err.Error(), `unknown command "frobnicate"`+"\n"+usage) {
 		t.Fatalf("err = %v, want unknown command and the usage", err)
 	}
-	err, _, _ = runStarter(t, "schedules", "list")
+	_, _, err = runStarter(t, "schedules", "list")
 	if err == nil || err.Error() != "usage: starter schedules sync" {
 		t.Fatalf("schedules list: %v", err)
 	}
@@ -110,7 +110,7 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 	for _, c := range cases {
 		args := append([]string{c.args[0], "-address", unreachable}, c.args[1:]...)
 		start := time.Now()
-		err, stdout, _ := runStarter(t, args...)
+		stdout, _, err := runStarter(t, args...)
 		switch {
 		case err == nil:
 			t.Errorf("%v: no error", c.args)
@@ -124,7 +124,7 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 			t.Errorf("%v: took %v", c.args, time.Since(start))
 		}
 	}
-	err, _, _ := runStarter(t, "schedules", "sync", "-address", unreachable, "-database-urlx", "x")
+	_, _, err := runStarter(t, "schedules", "sync", "-address", unreachable, "-database-urlx", "x")
 	if err == nil || err.Error() != "flag provided but not defined: -database-urlx" {
 		t.Errorf("schedules sync -database-urlx: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 
 // A command's -h prints its flags and exits 2, as flag.ErrHelp does in main.
 func TestCommandHelp(t *testing.T) {
-	err, _, stderr := runStarter(t, "points", "-h")
+	_, stderr, err := runStarter(t, "points", "-h")
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
@@ -149,7 +149,7 @@ func TestUnreachableTemporal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the dial's 5 s")
 	}
-	err, stdout, _ := runStarter(t, "status", "-address", unreachable, "-customer", "c-1")
+	stdout, _, err := runStarter(t, "status", "-address", unreachable, "-customer", "c-1")
 	if err == nil || err.Error() != "cannot reach Temporal at "+unreachable+" (is the server running?)" || stdout != "" {
 		t.Fatalf("%v, %q", err, stdout)
 	}

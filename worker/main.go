@@ -90,7 +90,6 @@ func run() error {
 	}
 	defer st.Close()
 
-	var workers []worker.Worker
 	for _, q := range strings.Split(*queues, ",") {
 		w, err := newWorker(c, st, strings.TrimSpace(q), opts.Namespace, *stopTimeout)
 		if err != nil {
@@ -100,7 +99,6 @@ func run() error {
 			return fmt.Errorf("starting worker on %s: %w", q, err)
 		}
 		defer w.Stop()
-		workers = append(workers, w)
 	}
 	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", *queues, "database", st.Dialect())
 	<-ctx.Done()
