@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/entityflow/entityflow/internal/admission"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
@@ -41,11 +43,26 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	if err != nil {
 		return err
 	}
+	inFlightDefault, err := envInt("ENTITY_MAX_INFLIGHT", admission.DefaultMaxInFlight)
+	if err != nil {
+		return err
+	}
+	queueDefault, err := envInt("ENTITY_MAX_QUEUE", admission.DefaultMaxQueue)
+	if err != nil {
+		return err
+	}
+	waitDefault, err := envDuration("ENTITY_MAX_WAIT", admission.DefaultMaxWait)
+	if err != nil {
+		return err
+	}
 	addr := fs.String("http-addr", envOr("HTTP_ADDR", "127.0.0.1:8080"), "listen `address` (env HTTP_ADDR)")
 	dbURL := databaseFlag(fs)
 	keyStore := fs.String("idempotency-store", envOr("IDEMPOTENCY_STORE", "memory"), "idempotency key `store`: memory, redis://..., or sql (the database) (env IDEMPOTENCY_STORE)")
 	ttl := fs.Duration("idempotency-ttl", ttlDefault, "how long finished keys are kept (env IDEMPOTENCY_TTL)")
 	lockTTL := fs.Duration("idempotency-lock-ttl", lockDefault, "how long an in-progress claim holds its key (env IDEMPOTENCY_LOCK_TTL)")
+	maxInFlight := fs.Int("entity-max-inflight", inFlightDefault, "commands in flight per customer entity, below Temporal's 10 in-flight updates (env ENTITY_MAX_INFLIGHT)")
+	maxQueue := fs.Int("entity-max-queue", queueDefault, "commands waiting per customer entity beyond those in flight; more are answered 429 (env ENTITY_MAX_QUEUE)")
+	maxWait := fs.Duration("entity-max-wait", waitDefault, "longest wait in a customer's queue before 429 (env ENTITY_MAX_WAIT)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +70,9 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	}
 	if *ttl <= 0 || *lockTTL <= 0 {
 		return errors.New("-idempotency-ttl and -idempotency-lock-ttl must be positive")
+	}
+	if *maxInFlight <= 0 || *maxQueue < 0 || *maxWait <= 0 {
+		return errors.New("-entity-max-inflight and -entity-max-wait must be positive, -entity-max-queue not negative")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -95,6 +115,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		Metrics:        httpapi.NewMetrics(reg),
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Timeout:        requestTimeout,
+		Admission:      &admission.Limiter{MaxInFlight: *maxInFlight, MaxQueue: queueSize(*maxQueue), MaxWait: *maxWait},
 		Logger:         logger,
 	}
 	srv := &http.Server{
@@ -184,4 +205,26 @@ func envDuration(key string, fallback time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", key, v)
 	}
 	return d, nil
+}
+
+// queueSize is admission.Limiter's MaxQueue for a queue of n (0: no queue).
+func queueSize(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// envInt reads a non-negative integer from the environment variable key, or
+// returns fallback when it is unset.
+func envInt(key string, fallback int) (int, error) {
+	v := os.Getenv(key)
+	if v == "" {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer", key, v)
+	}
+	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
@@ -22,6 +23,20 @@ func TestTransient(t *testing.T) {
 		{"workflow not ready", serviceerror.NewWorkflowNotReady("continuing as new"), true},
 		{"server unavailable", serviceerror.NewUnavailable("connection refused"), true},
 		{"server overloaded", serviceerror.NewResourceExhausted(0, "busy"), true},
+		// What server 1.29-1.32 answers for the 11th in-flight update of a
+		// workflow and for a busy workflow, as the SDK returns it from
+		// UpdateWithStart.
+		{"in-flight update limit", fmt.Errorf("failed workflow update: %w", &serviceerror.ResourceExhausted{
+			Cause: enums.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, Scope: enums.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+			Message: "limit on number of concurrent in-flight updates has been reached (10)"}), true},
+		{"workflow is busy", fmt.Errorf("failed workflow update: %w", &serviceerror.ResourceExhausted{
+			Cause: enums.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW, Scope: enums.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+			Message: "Workflow is busy."}), true},
+		{"multi-operation: update at its limit, start aborted", serviceerror.NewMultiOperationExecution("failed", []error{
+			serviceerror.NewMultiOperationAborted("aborted"),
+			serviceerror.NewResourceExhausted(enums.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "limit")}), true},
+		{"multi-operation: a final failure", serviceerror.NewMultiOperationExecution("failed", []error{
+			serviceerror.NewInvalidArgument("bad start"), serviceerror.NewMultiOperationAborted("aborted")}), false},
 		{"server too slow", serviceerror.NewDeadlineExceeded("slow"), true},
 		{"aborted", serviceerror.NewAborted("aborted"), true},
 		{"signal limit", serviceerror.NewInvalidArgument("limit for signal events reached"), true},

@@ -16,13 +16,20 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// Per-entity admission (admit.go).
+	admission     *prometheus.CounterVec
+	admitInFlight prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg (none when reg
 // is nil). A metric reg already holds, from an earlier NewMetrics on the same
 // registry, is shared rather than a registration panic. Per route pattern:
 // http_requests_total{route,code} and the histogram
-// http_request_duration_seconds{route}.
+// http_request_duration_seconds{route}. Per-entity admission of the
+// commands that update an entity: entity_admission_total{outcome} (admitted:
+// at once; queued: waited in the queue and then admitted; rejected: answered
+// 429 entity-busy; canceled: the caller left while queued), and the gauge
+// entity_admission_in_flight (over all entities).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		requests: metricsRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -34,6 +41,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP request latency by route pattern.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"})),
+		admission: metricsRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "entity_admission_total",
+			Help: "Entity commands by admission outcome: admitted (at once), queued (admitted after waiting), rejected (429), canceled (caller gone while queued).",
+		}, []string{"outcome"})),
+		admitInFlight: metricsRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "entity_admission_in_flight",
+			Help: "Entity commands admitted and running, over all entities.",
+		})),
 	}
 }
 

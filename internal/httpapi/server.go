@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/entityflow/entityflow/internal/admission"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
@@ -36,7 +37,10 @@ type Server struct {
 	// it below the idempotency lock TTL, so a command never outlives its
 	// claim on the key.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Admission bounds the commands in flight per customer entity (points,
+	// enroll, unenroll); nil takes admission.Limiter's defaults.
+	Admission *admission.Limiter
+	Logger    *slog.Logger
 }
 
 // Handler returns the API's routes.
@@ -48,9 +52,13 @@ func (s *Server) Handler() http.Handler {
 	command := func(pattern, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
 		route(pattern, s.Idempotency.WrapOptionalKey(operation, key, h))
 	}
-	command("POST /v1/customers/{id}/points", "points", nil, s.applyPoints)
-	command("POST /v1/customers/{id}/unenroll", "unenroll", nil, s.unenroll)
-	command("POST /v1/customers/{id}/enroll", "enroll", nil, s.enroll)
+	limiter := s.Admission
+	if limiter == nil {
+		limiter = &admission.Limiter{}
+	}
+	command("POST /v1/customers/{id}/points", "points", nil, s.admit(limiter, s.applyPoints))
+	command("POST /v1/customers/{id}/unenroll", "unenroll", nil, s.admit(limiter, s.unenroll))
+	command("POST /v1/customers/{id}/enroll", "enroll", nil, s.admit(limiter, s.enroll))
 	route("GET /v1/customers/{id}", http.HandlerFunc(s.customerStatus))
 	command("POST /v1/events", "events", eventKey, s.deliverEvent)
 	command("PUT /v1/activities/{activity_id}", "define", nil, s.putDefinition)

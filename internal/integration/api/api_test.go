@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/admission"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
@@ -50,6 +51,8 @@ type stack struct {
 	c     client.Client
 	store *store.Store
 	url   string
+	// reg holds the API's metrics.
+	reg *prometheus.Registry
 }
 
 // newStack starts everything; keys is the idempotency key store.
@@ -65,6 +68,8 @@ type stackConfig struct {
 	// noRewardsWorker leaves the rewards task queue unpolled; the test
 	// starts the worker with startRewardsWorker.
 	noRewardsWorker bool
+	// admission is the API's per-customer admission (nil: the defaults).
+	admission *admission.Limiter
 }
 
 // newStackWith starts a stack as cfg says.
@@ -78,7 +83,7 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 	}
 	t.Cleanup(func() { st.Close() })
 	logger := quietLogger(t)
-	s := &stack{t: t, c: c, store: st}
+	s := &stack{t: t, c: c, store: st, reg: prometheus.NewRegistry()}
 	if !cfg.noRewardsWorker {
 		s.startRewardsWorker()
 	}
@@ -91,8 +96,9 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
 		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
 		Idempotency: &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: logger},
-		Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
+		Metrics:     httpapi.NewMetrics(s.reg),
 		Timeout:     cfg.timeout,
+		Admission:   cfg.admission,
 		Logger:      logger,
 	}
 	srv := httptest.NewServer(api.Handler())
