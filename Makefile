@@ -89,6 +89,20 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/integration/api/ | tee bench-api.txt
 	$(BENCHSTAT) -col /via bench-api.txt
 
+# A short load run against a self-started dev server (in memory) with the
+# rewards worker and the HTTP API in process: raw UpdateWithStart of a
+# do-nothing workflow (the baseline), the Go client and the HTTP API at stepped
+# rates with 10% redeliveries; per step throughput, latency percentiles and
+# answers, the ratios against the baseline and the exact-totals check. About
+# 2 minutes. LOAD_FLAGS changes the scenario (go run ./internal/cmd/load -h).
+# The dev server's and the harness's logs go to data/load.log.
+LOAD_FLAGS ?= -rates 50,100,200,400 -step 5s -timeout 5s -customers 20 -redeliver 0.1 -settle 5s
+.PHONY: load
+load: $(TEMPORAL_FOR_RUN)
+	@mkdir -p data
+	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(GO) run ./internal/cmd/load $(LOAD_FLAGS) 2>data/load.log \
+		|| { echo "load failed; the end of data/load.log:"; tail -n 20 data/load.log; exit 1; }
+
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)

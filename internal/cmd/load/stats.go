@@ -1,0 +1,114 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kinds of answers. HTTP answers are their status codes ("200", "409", ...);
+// the Go client's are named; both share kindTimeout (the harness's own
+// per-request deadline passed) and kindDropped (not sent: the concurrency
+// bound was reached).
+const (
+	kindOK          = "ok"
+	kindUnknown     = "outcome_unknown"
+	kindRejected    = "rejected"
+	kindUnavailable = "unavailable"
+	kindOther       = "other"
+	kindTimeout     = "timeout"
+	kindError       = "error"
+	kindDropped     = "dropped"
+)
+
+// result is one request's answer.
+type result struct {
+	Kind    string
+	Latency time.Duration
+}
+
+// StepReport is what one step measured.
+type StepReport struct {
+	Mode string `json:"mode"`
+	// Offered is the step's rate in requests per second; Sent and Dropped
+	// count the requests issued and those not sent at the concurrency bound.
+	Offered float64 `json:"offered_rps"`
+	Sent    int     `json:"sent"`
+	Dropped int     `json:"dropped"`
+	// Redelivered counts the requests that repeated an earlier event's key.
+	Redelivered int `json:"redelivered"`
+	// OK counts successful answers; Throughput is OK per second from the
+	// step's start until its last answer.
+	OK         int     `json:"ok"`
+	Throughput float64 `json:"throughput_rps"`
+	// Latencies over every sent request, timeouts at their deadline (ms).
+	P50      float64        `json:"p50_ms"`
+	P95      float64        `json:"p95_ms"`
+	P99      float64        `json:"p99_ms"`
+	Timeouts int            `json:"timeouts"`
+	Mix      map[string]int `json:"mix"`
+	Elapsed  float64        `json:"elapsed_s"`
+}
+
+// percentile returns the p-th percentile (0 < p <= 100) of sorted by the
+// nearest-rank method; zero for no values.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank = min(max(rank, 1), len(sorted))
+	return sorted[rank-1]
+}
+
+// okKind reports whether an answer is a success.
+func okKind(kind string) bool { return kind == kindOK || kind == "200" }
+
+// summarize builds a step's report from its answers.
+func summarize(mode string, s step, results []result, redelivered int, elapsed time.Duration) StepReport {
+	r := StepReport{Mode: mode, Offered: s.Rate, Redelivered: redelivered, Mix: map[string]int{}, Elapsed: elapsed.Seconds()}
+	var lat []time.Duration
+	for _, res := range results {
+		r.Mix[res.Kind]++
+		switch {
+		case res.Kind == kindDropped:
+			r.Dropped++
+			continue
+		case res.Kind == kindTimeout:
+			r.Timeouts++
+		case okKind(res.Kind):
+			r.OK++
+		}
+		r.Sent++
+		lat = append(lat, res.Latency)
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
+	r.P50, r.P95, r.P99 = ms(percentile(lat, 50)), ms(percentile(lat, 95)), ms(percentile(lat, 99))
+	if elapsed > 0 {
+		r.Throughput = math.Round(float64(r.OK)/elapsed.Seconds()*10) / 10
+	}
+	return r
+}
+
+// mixString prints a status mix in a stable order: successes first, then by name.
+func mixString(mix map[string]int) string {
+	keys := slices.SortedFunc(maps.Keys(mix), func(a, b string) int {
+		if okKind(a) != okKind(b) {
+			if okKind(a) {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, mix[k]))
+	}
+	return strings.Join(parts, " ")
+}
