@@ -18,11 +18,11 @@ BENCHSTAT := $(BIN)/benchstat
 STATICCHECK := $(BIN)/staticcheck
 ERRCHECK := $(BIN)/errcheck
 
-.PHONY: all tools build run lint test test-short bench fuzz histories clean
+.PHONY: all tools cluster-tools build run run-cluster lint test test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK)
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) cluster-tools
 
 # The Temporal CLI embeds the dev server and its Web UI. The first build takes a
 # few minutes and about 2 GB of memory; later builds reuse the Go build cache.
@@ -42,16 +42,41 @@ $(STATICCHECK):
 $(ERRCHECK):
 	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
 
+# The real Temporal server (temporal-server, temporal-sql-tool and the schema
+# files of the same tag) at the version pinned in internal/cluster/server/go.mod,
+# a module of its own so that the server's dependencies never move the SDK's.
+# The first build takes several minutes and a few GB of memory.
+CLUSTER_MODULE := internal/cluster/server
+cluster-tools: $(BIN)/temporal-server $(BIN)/temporal-sql-tool $(BIN)/temporal-schema
+
+$(BIN)/temporal-server: $(CLUSTER_MODULE)/go.mod
+	@echo "building temporal-server into bin/ (first time: several minutes)"
+	cd $(CLUSTER_MODULE) && $(GO) build -o $@ go.temporal.io/server/cmd/server
+
+$(BIN)/temporal-sql-tool: $(CLUSTER_MODULE)/go.mod
+	cd $(CLUSTER_MODULE) && $(GO) build -o $@ go.temporal.io/server/cmd/tools/sql
+
+$(BIN)/temporal-schema: $(CLUSTER_MODULE)/go.mod
+	rm -rf $@ && mkdir -p $@
+	cp -R "$$(cd $(CLUSTER_MODULE) && $(GO) list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12/." $@/
+	chmod -R u+w $@
+
 # The Temporal CLI on PATH is used if there is one; otherwise bin/temporal is built.
 TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))
 
 build:
-	$(GO) build -o $(BIN)/ ./worker ./starter ./internal/cmd/devrun
+	$(GO) build -o $(BIN)/ ./worker ./starter ./internal/cmd/devrun ./internal/cmd/cluster
 
 # Starts a local Temporal dev server (state in data/, Web UI on 127.0.0.1:8233)
 # unless TEMPORAL_ADDRESS names one, the worker, and a demo; Ctrl-C stops all.
 run: build $(TEMPORAL_FOR_RUN)
 	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(BIN)/devrun
+
+# make run on a real Temporal server on the local PostgreSQL (databases
+# temporal and temporal_visibility, frontend on 127.0.0.1:7633, state kept
+# between runs; config and server log in data/cluster/) instead of the dev server.
+run-cluster: build cluster-tools
+	$(BIN)/cluster -dir data/cluster -- $(BIN)/devrun
 
 # gofmt, go vet, staticcheck, errcheck (production code; the calls in
 # .lint/errcheck-exclude.txt need no check) and workflowcheck on the workflows.
@@ -64,9 +89,10 @@ lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 	$(WORKFLOWCHECK) ./workflows/...
 
 # Every test: unit (Temporal test suite), fuzz seeds, replay of recorded
-# histories, and integration tests against a real dev server, PostgreSQL and
+# histories, and integration tests against real dev servers, a real Temporal
+# server on PostgreSQL (several worker processes, restarts), PostgreSQL and
 # Redis. REQUIRE_SERVICES=1 turns a missing service into a failure.
-test: $(TEMPORAL)
+test: $(TEMPORAL) cluster-tools
 	$(GO) test -race -count=1 ./...
 
 test-short:

@@ -164,7 +164,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 	defer cancel()
 	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: 50})
 
-	first := startWorkerProcess(t, workerBin, srv.FrontendHostPort())
+	first := startWorkerProcess(t, workerBin, srv.FrontendHostPort(), "")
 	var answers map[int][]workflows.PointsResult
 	var want int64
 	var sendErr error
@@ -179,7 +179,7 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 	}
 	_ = first.Wait()
 	killed := currentRun(t, ctx, srv.Client(), "int-kill") // its workflow task in flight times out
-	startWorkerProcess(t, workerBin, srv.FrontendHostPort())
+	startWorkerProcess(t, workerBin, srv.FrontendHostPort(), "")
 	<-done
 	if sendErr != nil {
 		t.Fatal(sendErr)
@@ -358,10 +358,15 @@ func buildWorker(t *testing.T) string {
 	return out
 }
 
-func startWorkerProcess(t *testing.T, bin, address string) *exec.Cmd {
+// startWorkerProcess starts the worker program against the server at
+// address and the database at db ("" gives it a SQLite file of its own); the
+// test ends it if it has not.
+func startWorkerProcess(t *testing.T, bin, address, db string) *exec.Cmd {
 	t.Helper()
-	db := "sqlite://" + filepath.Join(t.TempDir(), "entity.db")
-	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-metrics-addr", "127.0.0.1:0", "-log-level", "error")
+	if db == "" {
+		db = "sqlite://" + filepath.Join(t.TempDir(), "entity.db")
+	}
+	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-metrics-addr", "off", "-log-level", "error")
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

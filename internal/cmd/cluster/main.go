@@ -1,0 +1,74 @@
+// Command cluster runs a real Temporal server on PostgreSQL (internal/cluster)
+// for `make run-cluster`: it sets up the databases, starts temporal-server,
+// registers the namespace and the search attributes, then runs the command
+// given after "--" with TEMPORAL_ADDRESS pointing at the server, and stops
+// the server when that command ends; without a command it serves until
+// Ctrl-C.
+//
+//	cluster [-dir data/cluster] [-port 7633] [-postgres 127.0.0.1:5432] [-- command args...]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/entityflow/entityflow/internal/cluster"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	var o cluster.Options
+	fs.StringVar(&o.Dir, "dir", "data/cluster", "folder for the server's configuration and log")
+	fs.IntVar(&o.Port, "port", 7633, "the frontend's gRPC port (the other services use the next ones)")
+	fs.StringVar(&o.Postgres, "postgres", "127.0.0.1:5432", "PostgreSQL host:port")
+	fs.StringVar(&o.User, "user", "postgres", "PostgreSQL user")
+	fs.StringVar(&o.Namespace, "namespace", "default", "namespace to register")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	srv, err := cluster.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	fmt.Fprintf(os.Stderr, "Temporal server on PostgreSQL ready at %s (namespace %s)\n", srv.Address, srv.Namespace)
+	if fs.NArg() == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+srv.Namespace)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = cmd.Process.Signal(os.Interrupt)
+	}()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
