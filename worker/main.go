@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,10 +52,16 @@ func run() error {
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
 	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
+	cacheSize := fs.Int("sticky-cache-size", envInt("STICKY_CACHE_SIZE", 2000), "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB (env STICKY_CACHE_SIZE)")
 	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
+	if *cacheSize < 1 {
+		return fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be a number of at least 1, not %d", *cacheSize)
+	}
+	// Process-wide in the SDK, so set once, before any worker starts.
+	worker.SetStickyWorkflowCacheSize(*cacheSize)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
@@ -118,6 +125,20 @@ func newWorker(c client.Client, st *store.Store, queue, namespace string, stopTi
 	default:
 		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
 	}
+}
+
+// envInt reads an integer from the environment: fallback when unset, -1 when
+// not a number (which the flag's check then refuses).
+func envInt(key string, fallback int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return fallback
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func envOr(key, fallback string) string {
