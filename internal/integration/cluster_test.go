@@ -9,20 +9,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
+	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/cluster"
 	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
 
 // On a real Temporal server on PostgreSQL, three worker processes sharing one
-// database serve entities under traffic while each is replaced in turn: two
-// stopped gracefully (SIGTERM), one killed (SIGKILL); then the server itself
-// is restarted under traffic. Every entity ends with exactly the points of
-// its distinct events, every retry got the first answer, and no entity is
-// stuck.
+// database serve entities and the activity platform under traffic while each
+// is replaced in turn: two stopped gracefully (SIGTERM), one killed
+// (SIGKILL); then the server itself is restarted under traffic. Every entity
+// ends with exactly the points of its distinct events, every retry got the
+// first answer, no entity is stuck, and every event delivered twice made
+// exactly one run row with one row per task, all succeeded.
 func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 	srv := cluster.ForTest(t)
 	db := dbtest.Postgres(t).URL
@@ -37,6 +42,36 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 	rc := newClient(c, workflows.Options{EventsPerRun: 40})
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	customers := []string{"roll-a-" + suffix, "roll-b-" + suffix, "roll-c-" + suffix}
+
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)}
+	def := contracts.ActivityDefinition{
+		ActivityID: uuid.NewString(), TenantID: "t-roll", Name: "on-roll",
+		Trigger:           contracts.Trigger{Type: contracts.TriggerEvent, Event: &contracts.EventTrigger{EventTypes: []string{"roll.happened"}}},
+		DedupeKeyStrategy: contracts.DedupeByEventID,
+		Tasks:             []contracts.TaskSpec{{TaskType: "noop", Count: 2}},
+	}
+	if _, err := svc.Define(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	const events = 60
+	// deliver sends events from..to-1 of the platform, each twice.
+	deliver := func(from, to int) error {
+		for i := from; i < to; i++ {
+			env := contracts.EventEnvelope{EventID: fmt.Sprint("roll-", suffix, "-", i), EventType: "roll.happened",
+				Source: "test", TenantID: "t-roll", OccurredAt: time.Now().UTC()}
+			for range 2 {
+				if _, err := svc.Deliver(ctx, env); err != nil {
+					return fmt.Errorf("event %d: %w", i, err)
+				}
+			}
+		}
+		return nil
+	}
 
 	workers := make([]*workerProc, 3)
 	for i := range workers {
@@ -80,6 +115,8 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 	}
 	first := make(chan result, 1)
 	go func() { first <- traffic(0, 120) }()
+	delivered := make(chan error, 1)
+	go func() { delivered <- deliver(0, events/2) }()
 	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGKILL} {
 		time.Sleep(time.Second)
 		workers[i].stop(t, sig)
@@ -87,19 +124,52 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 	}
 	r := <-first
 	check(r)
+	if err := <-delivered; err != nil {
+		t.Fatal(err)
+	}
 
 	second := make(chan result, 1)
-	go func() { second <- traffic(100, 160) }() // 100..119 were sent before: duplicates
+	go func() { second <- traffic(100, 160) }()               // 100..119 were sent before: duplicates
+	go func() { delivered <- deliver(events/2-10, events) }() // 10 again
 	time.Sleep(time.Second)
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r2 := <-second
 	check(r2)
+	if err := <-delivered; err != nil {
+		t.Fatal(err)
+	}
 	for _, cu := range customers {
 		want := r.want[cu] + r2.want[cu] - sumPoints(100, 120)
 		if st := status(t, ctx, rc, cu); st.Points != want || st.EventCount != 160 {
 			t.Fatalf("%s: status %+v, want %d points from 160 distinct events", cu, st, want)
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		runs, err := st.ListRuns(ctx, def.ActivityID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, run := range runs {
+			_, tasks, err := st.GetRun(ctx, run.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status == workflows.StatusSucceeded && len(tasks) == 2 &&
+				tasks[0].Status == workflows.StatusSucceeded && tasks[1].Status == workflows.StatusSucceeded {
+				done++
+			}
+		}
+		if len(runs) > events {
+			t.Fatalf("%d run rows for %d events", len(runs), events)
+		}
+		if done == events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs finished with both tasks (%d rows)", done, events, len(runs))
 		}
 	}
 }
