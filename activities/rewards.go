@@ -53,7 +53,7 @@ func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) (workflow
 	if err != nil {
 		return workflows.EnrollmentResult{}, fmt.Errorf("recording enrollment of %s: %w", in.CustomerID, err)
 	}
-	return workflows.EnrollmentResult{Enrolled: enrolled}, nil
+	return workflows.EnrollmentResult{Unenrolled: !enrolled}, nil
 }
 
 // NotifyTierChange reports that a customer's tier changed.

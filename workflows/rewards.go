@@ -103,11 +103,13 @@ type entity struct {
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
 
-	handled    int // events handled in this run, duplicates included
-	member     membership
-	inFlight   int // activities running in background coroutines
-	timerArmed bool
-	timerFired bool
+	handled int // events handled in this run, duplicates included
+	member  membership
+	// reenrolling is set while an enroll update re-enrolls a refused customer.
+	reenrolling bool
+	inFlight    int // activities running in background coroutines
+	timerArmed  bool
+	timerFired  bool
 
 	attrs      SearchAttributeSupport
 	attrsSeen  bool // attrs holds the namespace's answer
@@ -208,7 +210,7 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
 			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.timerFired ||
-				e.attributesDue(ctx) || e.readyToContinue(ctx)
+				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx)
 		})
 		if err != nil {
 			return e.status(), err
@@ -217,6 +219,12 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 			var p pointEventPayload
 			if !e.points.ReceiveAsync(&p) {
 				break
+			}
+			if !e.release2 && p.err != nil {
+				// The first release never saw such a signal: the SDK dropped
+				// it for failing to decode, without counting it.
+				e.log.Warn("add-points signal refused", "error", p.err)
+				continue
 			}
 			if _, err := e.apply(ctx, p, false); err != nil {
 				e.log.Warn("add-points signal refused", "dedup_key", p.event.DedupKey, "error", err)

@@ -47,7 +47,7 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 		e.st.EnrollRecorded = true
 		return
 	}
-	if !res.Enrolled {
+	if res.Unenrolled {
 		e.log.Info("customer has unenrolled; refusing events until re-enrolled")
 		e.member = refused
 		return
@@ -75,10 +75,13 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 	if e.member == refused {
 		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenroll: true}
 		var res EnrollmentResult
-		if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
+		e.reenrolling = true
+		err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res)
+		e.reenrolling = false
+		if err != nil {
 			return e.status(), fmt.Errorf("re-enrolling: %w", err)
 		}
-		if !res.Enrolled {
+		if res.Unenrolled {
 			return e.status(), fmt.Errorf("re-enrolling %s: the database did not reopen the enrollment", e.customerID)
 		}
 		e.log.Info("customer re-enrolled")
@@ -93,26 +96,28 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 
 // refuseAll runs an entity whose customer has unenrolled: every add-points
 // signal is dropped, every apply-points update answered NotEnrolled, unenroll
-// ignored. It reports ended once nothing is left in flight, or returns with
-// ended false when an enroll update re-enrolled the customer meanwhile.
+// ignored, except while an enroll update is re-enrolling the customer: an
+// unenroll sent meanwhile is kept for the re-enrolled entity, which then
+// ends. It reports ended once nothing is left in flight, or returns with ended
+// false when an enroll update re-enrolled the customer meanwhile.
 func (e *entity) refuseAll(ctx workflow.Context) (ended bool, err error) {
 	for e.member == refused {
 		dropped := 0
 		for e.points.ReceiveAsync(nil) {
 			dropped++
 		}
-		for e.unenroll.ReceiveAsync(nil) {
+		for !e.reenrolling && e.unenroll.ReceiveAsync(nil) {
 		}
 		if dropped > 0 {
 			e.log.Info("add-points signals for an unenrolled customer not applied", "count", dropped)
 		}
 		err := workflow.Await(ctx, func() bool {
-			return e.member != refused || e.points.Len() > 0 || e.unenroll.Len() > 0 || e.idle(ctx)
+			return e.member != refused || e.points.Len() > 0 || !e.reenrolling && e.unenroll.Len() > 0 || e.idle(ctx)
 		})
 		if err != nil {
 			return false, err
 		}
-		if e.member == refused && e.points.Len() == 0 && e.unenroll.Len() == 0 && e.idle(ctx) {
+		if e.member == refused && e.points.Len() == 0 && (e.reenrolling || e.unenroll.Len() == 0) && e.idle(ctx) {
 			return true, nil
 		}
 	}
@@ -252,6 +257,13 @@ func (e *entity) attributesDue(ctx workflow.Context) bool {
 	return !workflow.Now(ctx).Before(e.attrsAt.Add(searchAttributesLag))
 }
 
+// attributesNeedTimer reports whether attributes lag with no timer to write
+// them: the case after an update changed the points in its own handler,
+// outside the main loop, so that the loop wakes to arm one.
+func (e *entity) attributesNeedTimer() bool {
+	return e.release2 && !e.attrsTimer && e.attributesStale()
+}
+
 // armAttributesTimer makes sure a second-release run wakes up to write
 // attributes that still lag after this pass: the points once their lag is
 // over, a tier changed twice in one workflow task a second later. One
@@ -302,6 +314,11 @@ func (e *entity) upsertSearchAttributes(ctx workflow.Context) {
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		e.log.Warn("upserting search attributes failed", "error", err)
+		if e.release2 {
+			// It would fail the same way again; write none this run rather
+			// than wake the loop for it over and over.
+			e.attrs = SearchAttributeSupport{}
+		}
 		return
 	}
 	e.attrsSet, e.attrsTier, e.attrsPts = true, TierFor(e.st.Points), e.st.Points

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -259,44 +261,117 @@ func TestStartInputForAnotherCustomerFails(t *testing.T) {
 }
 
 // Search attributes are written at most once per workflow task and only when
-// a value changed: the tier at once, the points within a minute.
+// a value changed: the tier at once, the points within a minute, also when the
+// change came from an update (applied outside the main loop) and the entity
+// then goes quiet.
 func TestSearchAttributesAreWrittenSparingly(t *testing.T) {
+	vias := []struct {
+		name string
+		send func(env *testsuite.TestWorkflowEnvironment, at time.Duration, ev workflows.PointEvent)
+	}{
+		{"signals", func(env *testsuite.TestWorkflowEnvironment, at time.Duration, ev workflows.PointEvent) {
+			signal(env, at, ev)
+		}},
+		{"updates", func(env *testsuite.TestWorkflowEnvironment, at time.Duration, ev workflows.PointEvent) {
+			update(env, at, "u-"+ev.DedupKey, ev)
+		}},
+	}
+	for _, via := range vias {
+		t.Run(via.name, func(t *testing.T) {
+			h := newEntity(t)
+			h.attrs = map[string]enums.IndexedValueType{
+				workflows.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
+				workflows.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
+			}
+			type write struct {
+				at     time.Duration
+				tier   string
+				points int64
+			}
+			var writes []write
+			final := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
+				env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+					sa := args.Get(0).(temporal.SearchAttributes)
+					tier, _ := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeTier))
+					points, _ := sa.GetInt64(temporal.NewSearchAttributeKeyInt64(workflows.SearchAttributePoints))
+					writes = append(writes, write{env.Now().Sub(start).Round(time.Second), tier, points})
+				}).Return(nil)
+				for i := range 20 {
+					via.send(env, time.Duration(i+1)*time.Second, event(fmt.Sprint("k-", i), 10))
+				}
+				via.send(env, 61*time.Second, event("k-gold", 400))
+				via.send(env, 70*time.Second, event("k-late", 10))
+				unenroll(env, 10*time.Minute)
+			})
+			if final.err != nil {
+				t.Fatal(final.err)
+			}
+			want := []write{
+				{0, "basic", 0},                  // the run's first pass
+				{60 * time.Second, "basic", 200}, // points alone: a minute after the last write
+				{61 * time.Second, "gold", 600},  // a new tier: at once
+				{121 * time.Second, "gold", 610}, // points alone, then quiet: a minute after the last write
+			}
+			if fmt.Sprint(writes) != fmt.Sprint(want) {
+				t.Fatalf("writes %v, want %v", writes, want)
+			}
+		})
+	}
+}
+
+// An unenroll that arrives while an enroll update is re-enrolling the
+// customer is not lost: the re-enrolled entity takes it and ends.
+func TestUnenrollDuringReenrollmentIsKept(t *testing.T) {
 	h := newEntity(t)
-	h.attrs = map[string]enums.IndexedValueType{
-		workflows.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
+	h.rec.out = map[string]bool{"c-1": true} // the customer unenrolled before
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+		acts := h.rec // every Enroll, the check and the re-enrollment, takes 10 s
+		env.OnActivity(workflows.ActivityEnroll, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in workflows.Enrollment) (workflows.EnrollmentResult, error) {
+				enrolled, err := acts.RecordEnrollment(ctx, in)
+				return workflows.EnrollmentResult{Unenrolled: !enrolled}, err
+			}).After(10 * time.Second)
 	}
-	type write struct {
-		at     time.Duration
-		tier   string
-		points int64
-	}
-	var writes []write
+	var enrollErr error
 	final := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
-		env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-			sa := args.Get(0).(temporal.SearchAttributes)
-			tier, _ := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeTier))
-			points, _ := sa.GetInt64(temporal.NewSearchAttributeKeyInt64(workflows.SearchAttributePoints))
-			writes = append(writes, write{env.Now().Sub(start).Round(time.Second), tier, points})
-		}).Return(nil)
-		for i := range 20 {
-			signal(env, time.Duration(i+1)*time.Second, event(fmt.Sprint("k-", i), 10))
-		}
-		signal(env, 61*time.Second, event("k-gold", 400))
-		signal(env, 70*time.Second, event("k-late", 10))
-		unenroll(env, 10*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(workflows.UpdateEnroll, "enroll-1", &testsuite.TestUpdateCallback{
+				OnReject:   func(err error) { enrollErr = err },
+				OnComplete: func(_ any, err error) { enrollErr = err },
+			})
+		}, 5*time.Second) // during the first check, which finds the customer out at 10 s
+		unenroll(env, 15*time.Second) // during the re-enrollment, 10 s to 20 s
 	})
-	if final.err != nil {
-		t.Fatal(final.err)
+	if final.err != nil || enrollErr != nil {
+		t.Fatalf("run: %v, enroll: %v", final.err, enrollErr)
 	}
-	want := []write{
-		{0, "basic", 0},                  // the run's first pass
-		{60 * time.Second, "basic", 200}, // points alone: a minute after the last write
-		{61 * time.Second, "gold", 600},  // a new tier: at once
-		{121 * time.Second, "gold", 610}, // points alone: a minute after the last write
+	if final.status.Enrolled || len(h.rec.unenrolled) != 1 {
+		t.Fatalf("final %+v, %d unenrollments recorded; want the re-enrolled entity to have ended on the unenroll", final.status, len(h.rec.unenrolled))
 	}
-	if fmt.Sprint(writes) != fmt.Sprint(want) {
-		t.Fatalf("writes %v, want %v", writes, want)
+}
+
+// A first-release run counts only the events the SDK delivered to it: a
+// signal whose payload does not decode was dropped by the SDK before it
+// reached the workflow, and must not count towards events_per_run on replay.
+func TestFirstReleaseRunDoesNotCountUndecodableSignals(t *testing.T) {
+	h := newEntity(t)
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+		env.OnGetVersion("rewards-release-2", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
+	var st workflows.Status
+	final := h.run(customer(workflows.Options{EventsPerRun: 2}), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalAddPoints, map[string]any{"dedup_key": "k-bad", "points": "5"})
+		}, time.Second)
+		signal(env, 2*time.Second, event("k-1", 5))
+		query(t, env, 3*time.Second, &st)
+		unenroll(env, time.Minute)
+	})
+	if final.next != nil || final.err != nil {
+		t.Fatalf("the run continued as new or failed (%v): the undecodable signal was counted", final.err)
+	}
+	if st.Points != 5 {
+		t.Fatalf("status %+v", st)
 	}
 }
 

@@ -237,10 +237,13 @@ type Enrollment struct {
 	Reenroll bool `json:"reenrol,omitempty"`
 }
 
-// EnrollmentResult is what the Enroll activity found: whether the customer is
-// enrolled now. False means the customer unenrolled and was not re-enrolled.
+// EnrollmentResult is what the Enroll activity found. Unenrolled means the
+// customer unenrolled and was not re-enrolled. It is the negative so that an
+// Enroll activity of the first release, which returns no result, reads as
+// enrolled (what that release did) during a rolling deploy, rather than
+// refusing a new customer.
 type EnrollmentResult struct {
-	Enrolled bool `json:"enrolled"`
+	Unenrolled bool `json:"unenrolled,omitempty"`
 }
 
 // TierChange is the input of the NotifyTierChange activity.
