@@ -109,9 +109,12 @@ func TestQueueBoundRefusesAtOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var waiting []<-chan result
+	// The waiters queue in the order their goroutines arrive, so their
+	// answers are taken as they come, each ticket released at once to let
+	// the next one in.
+	waiting := make(chan result, 3)
 	for range 3 {
-		waiting = append(waiting, acquireAsync(ctx, l, "hot"))
+		go func() { waiting <- <-acquireAsync(ctx, l, "hot") }()
 	}
 	eventually(t, "3 queued", func() bool { return l.Stats("hot") == admission.Stats{InFlight: 2, Queued: 3} })
 
@@ -129,8 +132,8 @@ func TestQueueBoundRefusesAtOnce(t *testing.T) {
 	for _, tk := range held {
 		tk.Release()
 	}
-	for _, ch := range waiting {
-		r := receive(t, ch)
+	for range 3 {
+		r := receive(t, waiting)
 		if r.err != nil || !r.ticket.Queued {
 			t.Fatalf("queued command: %+v", r)
 		}

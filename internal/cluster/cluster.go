@@ -46,7 +46,7 @@ type Options struct {
 	// (default temporal and temporal_visibility).
 	Database, VisibilityDatabase string
 	// Port is the frontend's gRPC port (default 7633); the other services
-	// listen on the ports after it, their membership ports 1000 below.
+	// listen on the ports after it, their membership ports 700 below.
 	Port int
 	// Namespace is registered when missing (default "default").
 	Namespace string

@@ -52,8 +52,12 @@ func run(args []string) error {
 	defer func() { _ = srv.Stop() }()
 	fmt.Fprintf(os.Stderr, "Temporal server on PostgreSQL ready at %s (namespace %s)\n", srv.Address, srv.Namespace)
 	if fs.NArg() == 0 {
-		<-ctx.Done()
-		return nil
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-serverExit(srv):
+			return fmt.Errorf("temporal-server exited; see %s/temporal-server.log", o.Dir)
+		}
 	}
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -61,8 +65,16 @@ func run(args []string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		case <-serverExit(srv):
+			fmt.Fprintf(os.Stderr, "cluster: temporal-server exited; stopping %s (see %s/temporal-server.log)\n", fs.Arg(0), o.Dir)
+		}
 		_ = cmd.Process.Signal(os.Interrupt)
 	}()
 	err = cmd.Wait()
@@ -71,4 +83,14 @@ func run(args []string) error {
 		return nil
 	}
 	return err
+}
+
+// serverExit closes when the server process has exited.
+func serverExit(srv *cluster.Server) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		_ = srv.Wait()
+		close(done)
+	}()
+	return done
 }
