@@ -82,14 +82,12 @@ func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 
-	began := time.Now()
+	// Nothing releases the held commands before this answer: a request that
+	// waited for a slot would be answered at its deadline with 503, not 429.
 	busy := send(h, http.MethodPost, "/v1/customers/c-hot/points", "k-busy", body)
 	require.Equal(t, http.StatusTooManyRequests, busy.Code, "body %s", busy.Body)
-	assert.Less(t, time.Since(began), 5*time.Second, "answered at once, not at the 30 s deadline")
 	assert.Equal(t, "https://entityflow.dev/problems/entity-busy", problemType(t, busy))
-	secs, err := strconv.Atoi(busy.Header().Get("Retry-After"))
-	require.NoError(t, err, "Retry-After %q", busy.Header().Get("Retry-After"))
-	assert.GreaterOrEqual(t, secs, 1)
+	assert.GreaterOrEqual(t, retryAfter(t, busy), 1)
 
 	cold := send(h, http.MethodPost, "/v1/customers/c-cold/points", "k-cold", body)
 	assert.Equal(t, http.StatusOK, cold.Code, "another customer is unaffected; body %s", cold.Body)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +26,15 @@ func send(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 }
 
 // problemType is the type of a problem+json answer.
+// retryAfter returns the answer's Retry-After in seconds, failing the test
+// when it is missing or not a number.
+func retryAfter(t *testing.T, rec *httptest.ResponseRecorder) int {
+	t.Helper()
+	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", rec.Header().Get("Retry-After"))
+	return secs
+}
+
 func problemType(t *testing.T, rec *httptest.ResponseRecorder) string {
 	t.Helper()
 	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), "body %s", rec.Body)
