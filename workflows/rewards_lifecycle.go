@@ -60,9 +60,15 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 // unenrollment; the caller retries, and its retry starts a new entity.
 func (e *entity) validateEnroll(workflow.Context) error {
 	if e.member == leaving {
-		return temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enroll", ErrUnenrolling)
+		return e.errUnenrolling()
 	}
 	return nil
+}
+
+// errUnenrolling is the retryable answer to an enroll update that reaches a
+// run ending an unenrollment.
+func (e *entity) errUnenrolling() error {
+	return temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enroll", ErrUnenrolling)
 }
 
 // enroll handles the enroll update: an enrolled customer stays as is; one who
@@ -89,7 +95,7 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 		e.member = enrolled
 	}
 	if e.member == leaving {
-		return e.status(), temporal.NewApplicationError("customer "+e.customerID+" is unenrolling; retry to re-enroll", ErrUnenrolling)
+		return e.status(), e.errUnenrolling()
 	}
 	return e.status(), nil
 }
