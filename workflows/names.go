@@ -27,6 +27,10 @@ const (
 	// UpdateEnroll enrolls the customer, and re-enrolls one who has unenrolled:
 	// the only way back after an unenrollment. It returns the entity's Status.
 	UpdateEnroll = "enroll"
+	// SignalNudge carries nothing and changes nothing: it wakes an idle entity
+	// so that it sees a new current Worker Deployment Version and continues as
+	// new onto it (the deploy sweep sends it).
+	SignalNudge = "nudge"
 
 	// ActivityEnroll records that a customer is enrolled and reports whether
 	// the customer is (one who has unenrolled stays out unless re-enrolled).
