@@ -11,29 +11,6 @@ import (
 	"github.com/entityflow/entityflow/dedup"
 )
 
-// Change IDs for workflow.GetVersion. Every behavioural change to RewardsWorkflow
-// gets a new ID here, and the replay tests keep a history of each released version.
-const (
-	// versionBaseline marks histories written by the first release.
-	versionBaseline = "rewards-baseline"
-	// versionRelease2 marks runs that carry the second release's corrections,
-	// each of which would replay differently on a history of the first:
-	//   - a carried dedup window keeps keys beyond the default 10,000 bound;
-	//   - an inactivity reset that is due happens before any event is applied,
-	//     and the update validator judges redemptions against the reset balance;
-	//   - a new entity applies nothing before the database has said whether
-	//     the customer unenrolled, and one who did is refused (NotEnrolled) and
-	//     ends, unless re-enrolled by the enroll update;
-	//   - search attributes are written at most once per workflow task and
-	//     only when a value changed: the tier at once, the points within
-	//     searchAttributesLag;
-	//   - a start input whose customer_id disagrees with the workflow ID fails.
-	// The version is read once, when a run starts, so a run behaves one way
-	// throughout and a first-release entity takes the corrections at its next
-	// ContinueAsNew.
-	versionRelease2 = "rewards-release-2"
-)
-
 // RewardsState is what one run of the entity hands to the next through
 // ContinueAsNew. Times are absolute, so deadlines survive the run boundary.
 type RewardsState struct {
@@ -60,14 +37,13 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 	if err := in.Validate(); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
-	workflow.GetVersion(ctx, versionBaseline, workflow.DefaultVersion, 1)
-	release2 := workflow.GetVersion(ctx, versionRelease2, workflow.DefaultVersion, 1) >= 1
-	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; release2 && id != RewardsWorkflowID(in.CustomerID) {
+	release := rewardsRelease(ctx)
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; release >= 2 && id != RewardsWorkflowID(in.CustomerID) {
 		return Status{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("customer_id %q does not belong to workflow %s (want %s)", in.CustomerID, id, RewardsWorkflowID(in.CustomerID)),
 			ErrInvalidInput, nil)
 	}
-	e := newEntity(ctx, in, release2)
+	e := newEntity(ctx, in, release)
 	if err := e.register(ctx); err != nil {
 		return Status{}, err
 	}
@@ -98,7 +74,7 @@ type entity struct {
 	limits     Options // options with defaults filled in
 	st         RewardsState
 	log        log.Logger
-	release2   bool // the run carries versionRelease2's corrections
+	release    int // the release this run runs (rewardsRelease)
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
@@ -121,13 +97,13 @@ type entity struct {
 	attrsTimer bool      // a timer will wake the run to write lagging points
 }
 
-func newEntity(ctx workflow.Context, in RewardsInput, release2 bool) *entity {
+func newEntity(ctx workflow.Context, in RewardsInput, release int) *entity {
 	e := &entity{
 		customerID: in.CustomerID,
 		options:    in.Options,
 		limits:     in.Options.withDefaults(),
 		log:        workflow.GetLogger(ctx),
-		release2:   release2,
+		release:    release,
 		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
 		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
 	}
@@ -140,10 +116,10 @@ func newEntity(ctx workflow.Context, in RewardsInput, release2 bool) *entity {
 	if e.st.NotifiedTier == "" {
 		e.st.NotifiedTier = TierBasic
 	}
-	if release2 && !e.st.EnrollRecorded {
+	if release >= 2 && !e.st.EnrollRecorded {
 		e.member = checking
 	}
-	if !release2 {
+	if release < 2 {
 		// The first release decoded the carried window under the default
 		// bounds before applying its own, losing keys beyond 10,000; its
 		// histories replay only if that happens here too.
@@ -220,7 +196,7 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 			if !e.points.ReceiveAsync(&p) {
 				break
 			}
-			if !e.release2 && p.err != nil {
+			if e.release < 2 && p.err != nil {
 				// The first release never saw such a signal: the SDK dropped
 				// it for failing to decode, without counting it.
 				e.log.Warn("add-points signal refused", "error", p.err)
@@ -351,7 +327,7 @@ func (e *entity) replay(entry dedup.Entry) PointsResult {
 func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update bool) (PointsResult, error) {
 	e.handled++
 	now := workflow.Now(ctx)
-	if e.release2 {
+	if e.release >= 2 {
 		e.expireInactivity(now)
 	}
 	v, res, err := e.check(ctx, p)

@@ -208,7 +208,7 @@ func (e *entity) inactivityDue(now time.Time) bool {
 // inactivity reset is to happen first (second release; the first applied
 // such an event to the old balance).
 func (e *entity) balanceAt(now time.Time) int64 {
-	if e.release2 && e.inactivityDue(now) {
+	if e.release >= 2 && e.inactivityDue(now) {
 		return 0
 	}
 	return e.st.Points
@@ -251,7 +251,7 @@ func (e *entity) attributesDue(ctx workflow.Context) bool {
 	if !e.attributesStale() {
 		return false
 	}
-	if !e.release2 {
+	if e.release < 2 {
 		return true
 	}
 	if e.attrsSet && e.attrsTask == currentTask(ctx) {
@@ -267,7 +267,7 @@ func (e *entity) attributesDue(ctx workflow.Context) bool {
 // them: the case after an update changed the points in its own handler,
 // outside the main loop, so that the loop wakes to arm one.
 func (e *entity) attributesNeedTimer() bool {
-	return e.release2 && !e.attrsTimer && e.attributesStale()
+	return e.release >= 2 && !e.attrsTimer && e.attributesStale()
 }
 
 // armAttributesTimer makes sure a second-release run wakes up to write
@@ -275,7 +275,7 @@ func (e *entity) attributesNeedTimer() bool {
 // over, a tier changed twice in one workflow task a second later. One
 // coroutine at a time waits, until the attributes are due or no longer stale.
 func (e *entity) armAttributesTimer(ctx workflow.Context) {
-	if !e.release2 || e.attrsTimer || !e.attributesStale() {
+	if e.release < 2 || e.attrsTimer || !e.attributesStale() {
 		return
 	}
 	e.attrsTimer = true
@@ -320,7 +320,7 @@ func (e *entity) upsertSearchAttributes(ctx workflow.Context) {
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		e.log.Warn("upserting search attributes failed", "error", err)
-		if e.release2 {
+		if e.release >= 2 {
 			// It would fail the same way again; write none this run rather
 			// than wake the loop for it over and over.
 			e.attrs = SearchAttributeSupport{}

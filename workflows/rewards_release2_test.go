@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -356,7 +356,7 @@ func TestUnenrollDuringReenrollmentIsKept(t *testing.T) {
 func TestFirstReleaseRunDoesNotCountUndecodableSignals(t *testing.T) {
 	h := newEntity(t)
 	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
-		env.OnGetVersion("rewards-release-2", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.SetWorkerOptions(worker.Options{PreferredVersionProvider: workflows.RewardsReleaseCap(1)})
 	}
 	var st workflows.Status
 	final := h.run(customer(workflows.Options{EventsPerRun: 2}), func(env *testsuite.TestWorkflowEnvironment) {

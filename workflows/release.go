@@ -1,0 +1,92 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// RewardsRelease is the newest release of RewardsWorkflow this code runs.
+// Each release is a set of behavioural changes a run takes as a whole, chosen
+// once when the run starts, so a run behaves one way from its start to its end
+// and an entity moves to a new release at a ContinueAsNew.
+const RewardsRelease = 3
+
+// Change IDs for workflow.GetVersion.
+const (
+	// changeRelease is the release ladder: from release 3 on, a run records
+	// one marker, the release it runs, instead of one per change. A new release
+	// raises RewardsRelease, and the code tests e.release >= N where release N
+	// changed something.
+	changeRelease = "rewards-release"
+	// versionBaseline marks histories written by the first release (read only
+	// by runs that predate the ladder).
+	versionBaseline = "rewards-baseline"
+	// versionRelease2 marks runs that carry the second release's corrections
+	// (read only by runs that predate the ladder):
+	//   - a carried dedup window keeps keys beyond the default 10,000 bound;
+	//   - an inactivity reset that is due happens before any event is applied,
+	//     and the update validator judges redemptions against the reset balance;
+	//   - a new entity applies nothing before the database has said whether
+	//     the customer unenrolled, and one who did is refused (NotEnrolled) and
+	//     ends, unless re-enrolled by the enroll update;
+	//   - search attributes are written at most once per workflow task and
+	//     only when a value changed: the tier at once, the points within
+	//     searchAttributesLag;
+	//   - a start input whose customer_id disagrees with the workflow ID fails.
+	versionRelease2 = "rewards-release-2"
+)
+
+// Release 3 changes what a run writes when it starts:
+//   - one version marker (changeRelease) instead of two (versionBaseline and
+//     versionRelease2), each of which came with a search attribute upsert;
+//   - search attributes the run inherited from the run before it (the SDK
+//     carries them through ContinueAsNew) are not written again when they
+//     still hold the state's values.
+//
+// A continued run of release 2 starts with five events of its own (two
+// markers, two TemporalChangeVersion upserts, one RewardsTier/RewardsPoints
+// upsert); one of release 3 with two.
+
+// rewardsRelease reads the release a run runs. A history written before the
+// ladder has no changeRelease marker: replaying it, GetVersion answers
+// DefaultVersion and the markers it does have are read. A new run records
+// RewardsRelease, unless the worker holds releases back (RewardsReleaseCap).
+func rewardsRelease(ctx workflow.Context) int {
+	if v := workflow.GetVersion(ctx, changeRelease, workflow.DefaultVersion, RewardsRelease); v != workflow.DefaultVersion {
+		return int(v)
+	}
+	workflow.GetVersion(ctx, versionBaseline, workflow.DefaultVersion, 1)
+	if workflow.GetVersion(ctx, versionRelease2, workflow.DefaultVersion, 1) >= 1 {
+		return 2
+	}
+	return 1
+}
+
+// ladderFloor is the first release the ladder records; earlier releases are
+// chosen with their own change IDs.
+const ladderFloor = 3
+
+// RewardsReleaseCap returns a worker option that makes new runs of
+// RewardsWorkflow take release at most (1 ≤ release ≤ RewardsRelease): the
+// first step of a two-phase rollout without Worker Versioning, where every
+// worker is first replaced by code that understands the new release while
+// still running the old one, and only then told to run the new one, so an
+// old worker never meets a history it cannot replay. Runs already started
+// keep the release they recorded. Change IDs of other workflows are left alone.
+func RewardsReleaseCap(release int) worker.PreferredVersionProvider {
+	release = min(max(release, 1), RewardsRelease)
+	return func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
+		switch in.ChangeID {
+		case changeRelease:
+			if release < ladderFloor {
+				return &worker.VersionPreference{Version: workflow.DefaultVersion}
+			}
+			return &worker.VersionPreference{Version: workflow.Version(release)}
+		case versionRelease2:
+			if release < 2 {
+				return &worker.VersionPreference{Version: workflow.DefaultVersion}
+			}
+		}
+		return nil
+	}
+}
