@@ -78,6 +78,7 @@ type entity struct {
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
+	nudges   workflow.ReceiveChannel
 
 	handled int // events handled in this run, duplicates included
 	member  membership
@@ -106,6 +107,7 @@ func newEntity(ctx workflow.Context, in RewardsInput, release int) *entity {
 		release:    release,
 		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
 		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
+		nudges:     workflow.GetSignalChannel(ctx, SignalNudge),
 	}
 	if in.Carried != nil {
 		e.st = *in.Carried
@@ -129,6 +131,7 @@ func newEntity(ctx workflow.Context, in RewardsInput, release int) *entity {
 		MaxAge:  time.Duration(e.limits.DedupWindow),
 		MaxKeys: e.limits.DedupMaxKeys,
 	})
+	e.inheritSearchAttributes(ctx)
 	return e
 }
 
@@ -171,7 +174,9 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	if !e.st.EnrollRecorded {
 		e.background(ctx, e.recordEnrollment)
 	}
-	e.background(ctx, e.readSearchAttributeSupport)
+	if !e.attrsSeen {
+		e.background(ctx, e.readSearchAttributeSupport)
+	}
 	workflow.Go(ctx, e.notifyTierChanges)
 
 	if err := e.awaitMembership(ctx); err != nil {
@@ -185,12 +190,13 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	for {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
-			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.timerFired ||
+			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.nudges.Len() > 0 || e.timerFired ||
 				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx)
 		})
 		if err != nil {
 			return e.status(), err
 		}
+		e.drainNudges()
 		for {
 			var p pointEventPayload
 			if !e.points.ReceiveAsync(&p) {
@@ -220,21 +226,54 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 			// Nothing yields between the drain above and this return, so no signal
 			// can arrive unseen; one that reaches the server meanwhile fails the
 			// workflow task, which then runs again with it.
-			e.log.Info("continuing as new", "run", e.st.Run, "handled", e.handled)
-			next := e.st
-			next.Run++
-			return Status{}, workflow.NewContinueAsNewError(ctx, RewardsWorkflowType, RewardsInput{
-				CustomerID: e.customerID,
-				Options:    e.options,
-				Carried:    &next,
-			})
+			return Status{}, e.continueAsNew(ctx)
 		}
 	}
 }
 
-// wantsToContinue reports whether this run should hand over to a new one.
+// continueAsNew hands the state to the next run. On a Worker Deployment
+// Version that is no longer the target (the current version moved on), the
+// next run starts AutoUpgrade, so its first task goes to the target version,
+// where the run is then Pinned: this is how an entity moves to new code, and
+// only here, at a point where no event or activity is in flight. Otherwise the
+// next run stays on this run's version.
+func (e *entity) continueAsNew(ctx workflow.Context) error {
+	next := e.st
+	next.Run++
+	var opts workflow.ContinueAsNewErrorOptions
+	if upgradeDue(ctx) {
+		opts.InitialVersioningBehavior = workflow.ContinueAsNewVersioningBehaviorAutoUpgrade
+		e.log.Info("continuing as new onto the target worker deployment version", "run", e.st.Run, "handled", e.handled)
+	} else {
+		e.log.Info("continuing as new", "run", e.st.Run, "handled", e.handled)
+	}
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, RewardsWorkflowType, RewardsInput{
+		CustomerID: e.customerID,
+		Options:    e.options,
+		Carried:    &next,
+	})
+}
+
+// upgradeDue reports whether the server said, in the workflow task now
+// running, that the task queue's target Worker Deployment Version is no longer
+// the one this run is pinned to. It is read from history, so replay sees the
+// same answer; without versioning it is always false.
+func upgradeDue(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged()
+}
+
+// wantsToContinue reports whether this run should hand over to a new one:
+// after events_per_run events, on Temporal's suggestion, or to move to a new
+// target Worker Deployment Version.
 func (e *entity) wantsToContinue(ctx workflow.Context) bool {
-	return e.handled >= e.limits.EventsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	return e.handled >= e.limits.EventsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || upgradeDue(ctx)
+}
+
+// drainNudges takes the nudge signals in: they only wake the run (so that it
+// sees a new target version), and none is left behind at the run's end.
+func (e *entity) drainNudges() {
+	for e.nudges.ReceiveAsync(nil) {
+	}
 }
 
 // readyToContinue reports whether the run wants to continue as new and nothing

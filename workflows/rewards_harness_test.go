@@ -87,6 +87,7 @@ type runResult struct {
 	status  workflows.Status
 	next    *workflows.RewardsInput // set when the run continued as new
 	canSize int                     // bytes of the ContinueAsNew input payload
+	upgrade bool                    // the next run starts AutoUpgrade (onto the target version)
 	err     error
 }
 
@@ -124,6 +125,7 @@ func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestW
 			h.t.Fatalf("decoding ContinueAsNew input: %v", err)
 		}
 		res.next = &next
+		res.upgrade = can.InitialVersioningBehavior == workflow.ContinueAsNewVersioningBehaviorAutoUpgrade
 		for _, p := range can.Input.GetPayloads() {
 			res.canSize += len(p.GetData())
 		}

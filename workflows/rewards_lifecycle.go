@@ -108,6 +108,7 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 // false when an enroll update re-enrolled the customer meanwhile.
 func (e *entity) refuseAll(ctx workflow.Context) (ended bool, err error) {
 	for e.member == refused {
+		e.drainNudges()
 		dropped := 0
 		for e.points.ReceiveAsync(nil) {
 			dropped++
@@ -128,6 +129,28 @@ func (e *entity) refuseAll(ctx workflow.Context) (ended bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// inheritSearchAttributes lets a run of release 3 or later take over the
+// search attributes the run before it wrote, which the SDK carries through
+// ContinueAsNew: when both are there, the namespace has them registered and
+// the run skips the support check; when they also hold the state's values,
+// it skips the first upsert too.
+func (e *entity) inheritSearchAttributes(ctx workflow.Context) {
+	if e.release < 3 {
+		return
+	}
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	tier, okTier := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(SearchAttributeTier))
+	points, okPoints := sa.GetInt64(temporal.NewSearchAttributeKeyInt64(SearchAttributePoints))
+	if !okTier || !okPoints {
+		return
+	}
+	e.attrs, e.attrsSeen = SearchAttributeSupport{Tier: true, Points: true}, true
+	if Tier(tier) == TierFor(e.st.Points) && points == e.st.Points {
+		e.attrsSet, e.attrsTier, e.attrsPts = true, Tier(tier), points
+		e.attrsAt = workflow.Now(ctx)
+	}
 }
 
 // readSearchAttributeSupport asks, once a run, which search attributes the
@@ -357,6 +380,7 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 	if dropped > 0 {
 		e.log.Info("add-points signals after unenrollment not applied", "count", dropped)
 	}
+	e.drainNudges()
 	return e.status(), nil
 }
 
@@ -373,5 +397,6 @@ func (e *entity) status() Status {
 		Run:                e.st.Run,
 		DedupEvicted:       e.st.Dedup.Evicted(),
 		InactivityDeadline: e.st.InactivityDeadline,
+		Release:            e.release,
 	}
 }

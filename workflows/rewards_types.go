@@ -224,6 +224,9 @@ type Status struct {
 	DedupEvicted uint64 `json:"dedup_evicted"`
 	// InactivityDeadline is when points reset unless an event is applied first.
 	InactivityDeadline time.Time `json:"inactivity_deadline,omitzero"`
+	// Release is the release of RewardsWorkflow the current run runs
+	// (workflows.RewardsRelease for runs started by this code).
+	Release int `json:"release"`
 }
 
 // Enrollment is the input of the Enroll activity.
