@@ -58,6 +58,11 @@ type Options struct {
 	Bin string
 	// Log receives the setup's progress lines (default discarded).
 	Log io.Writer
+	// DynamicConfig holds dynamic-config values the server starts with, by
+	// key, each for every namespace (see FastVersioning). They are written to
+	// dynamicconfig.yaml beside the configuration, which the server reads
+	// every 10 s; nil leaves every setting at the server's default.
+	DynamicConfig map[string]any
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -198,6 +203,13 @@ func (s *Server) start() error {
 	if err := os.WriteFile(cfg, []byte(config(s.opts)), 0o644); err != nil {
 		return err
 	}
+	dc, err := dynamicConfig(s.opts.DynamicConfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, dynamicConfigFile), dc, 0o644); err != nil {
+		return err
+	}
 	logFile, err := os.OpenFile(filepath.Join(s.opts.Dir, "temporal-server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -215,9 +227,8 @@ func (s *Server) start() error {
 	return nil
 }
 
-// prepareNamespace waits for the frontend, registers the namespace when
-// missing, adds the search attributes, and waits until the namespace serves
-// them (the server's namespace cache refreshes every few seconds).
+// prepareNamespace waits for the frontend, then registers the server's
+// namespace as registerNamespace does.
 func (s *Server) prepareNamespace(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -231,9 +242,36 @@ func (s *Server) prepareNamespace(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	err = s.poll(ctx, "namespace "+s.Namespace+" to be registered", func(ctx context.Context) error {
+	return s.registerNamespace(ctx, c, s.Namespace)
+}
+
+// AddNamespace registers another namespace (24h retention) with the
+// project's search attributes, as Start does for the server's own, and
+// returns once it serves them. Registering one that exists changes nothing.
+// Tests use a namespace of their own to keep what they change per namespace,
+// such as a Worker Deployment's routing of a task queue, away from other
+// tests on the same databases.
+func (s *Server) AddNamespace(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: quiet{}})
+	if err != nil {
+		return fmt.Errorf("adding namespace %s: %w", name, err)
+	}
+	defer c.Close()
+	if err := s.registerNamespace(ctx, c, name); err != nil {
+		return fmt.Errorf("adding namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// registerNamespace registers namespace name when missing, adds the search
+// attributes, and waits until the namespace serves them (the server's
+// namespace cache refreshes every few seconds).
+func (s *Server) registerNamespace(ctx context.Context, c client.Client, name string) error {
+	err := s.poll(ctx, "namespace "+name+" to be registered", func(ctx context.Context) error {
 		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-			Namespace:                        s.Namespace,
+			Namespace:                        name,
 			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
@@ -249,22 +287,29 @@ func (s *Server) prepareNamespace(ctx context.Context) error {
 		workflows.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
 		workflows.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
 	}
-	return s.poll(ctx, "the search attributes to be served", func(ctx context.Context) error {
-		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace})
+	return s.poll(ctx, "the search attributes of "+name+" to be served", func(ctx context.Context) error {
+		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: name})
 		if err != nil {
 			return err
 		}
 		missing := map[string]enums.IndexedValueType{}
-		for name, typ := range want {
-			if resp.GetCustomAttributes()[name] != typ {
-				missing[name] = typ
+		for attr, typ := range want {
+			if resp.GetCustomAttributes()[attr] != typ {
+				missing[attr] = typ
 			}
 		}
 		if len(missing) == 0 {
-			return nil
+			// Registered; a query on them passes once the frontend's
+			// namespace cache has caught up, so that workflows can be
+			// started and listed by them.
+			_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: name,
+				Query:     fmt.Sprintf("%s = 'basic' AND %s >= 0", workflows.SearchAttributeTier, workflows.SearchAttributePoints),
+			})
+			return err
 		}
 		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace: s.Namespace, SearchAttributes: missing,
+			Namespace: name, SearchAttributes: missing,
 		})
 		var exists *serviceerror.AlreadyExists
 		if err == nil || errors.As(err, &exists) {
@@ -370,6 +415,22 @@ func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
 
+// FastVersioning returns dynamic-config values for tests of Worker Deployment
+// Versioning. A version that stops being current or ramping is first checked
+// for running Pinned workflows (by a visibility count) after
+// VersionDrainageStatusVisibilityGracePeriod and then every
+// VersionDrainageStatusRefreshInterval, both 3 minutes by default; at 5 s and
+// 2 s a drained version is reported drained within seconds. Nothing else is
+// needed on v1.32.1: deployment versions and the target-version-changed flag
+// for Pinned workflows (system.enableDeploymentVersions,
+// system.enableSendTargetVersionChanged) are on by default.
+func FastVersioning() map[string]any {
+	return map[string]any{
+		"matching.wv.VersionDrainageStatusVisibilityGracePeriod": "5s",
+		"matching.wv.VersionDrainageStatusRefreshInterval":       "2s",
+	}
+}
+
 // TestPort is the frontend port of the servers ForTest starts, apart from
 // `make run-cluster`'s (7633) so that both can run at once.
 const TestPort = 7733
@@ -379,12 +440,24 @@ const TestPort = 7733
 // own) and stops it when the test ends. Under -short, or without the binaries
 // or PostgreSQL, the test is skipped, unless REQUIRE_SERVICES is set, where
 // that is a failure.
+//
+// Test packages run in parallel under `go test ./...`, and each server binds
+// TestPort and uses the same databases: ForTest holds an exclusive lock on
+// TestLockFile from before the server starts until it has stopped, so the
+// servers of two packages run one after the other.
 func ForTest(t testing.TB) *Server {
+	t.Helper()
+	return ForTestWith(t, nil)
+}
+
+// ForTestWith is ForTest for a server started with the given dynamic-config
+// values (Options.DynamicConfig), such as FastVersioning.
+func ForTestWith(t testing.TB, dynamicConfig map[string]any) *Server {
 	t.Helper()
 	testenv.Short(t, "a Temporal server on PostgreSQL")
 	o, err := Options{
 		Database: "temporal_test", VisibilityDatabase: "temporal_visibility_test",
-		Port: TestPort, Dir: t.TempDir(),
+		Port: TestPort, Dir: t.TempDir(), DynamicConfig: dynamicConfig,
 	}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +468,14 @@ func ForTest(t testing.TB) *Server {
 	if conn != nil {
 		conn.Close()
 	}
+	unlock, err := lockExclusive(TestLockFile(), func() {
+		t.Logf("waiting for %s: another test's server is running", TestLockFile())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-in first-out: the server stops before the lock goes.
+	t.Cleanup(unlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv, err := Start(ctx, o)
@@ -403,4 +484,32 @@ func ForTest(t testing.TB) *Server {
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
 	return srv
+}
+
+// TestLockFile is the lock file ForTest holds while its server runs.
+func TestLockFile() string {
+	return filepath.Join(os.TempDir(), "entityflow-cluster-test.lock")
+}
+
+// lockExclusive takes an exclusive flock on path, creating the file when
+// missing. When another holder has it, it calls waiting once and blocks
+// until that holder lets go (or its process ends: the kernel drops a dead
+// process's locks). unlock releases the lock.
+func lockExclusive(path string, waiting func()) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		waiting()
+		// Go's signal handlers are SA_RESTART, so the wait is not cut
+		// short by EINTR.
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }
