@@ -4,6 +4,22 @@
 // ./data/entity.db), whose migrations it applies at start, and serves the
 // SDK's metrics for Prometheus on METRICS_ADDR. It stops polling on SIGINT or
 // SIGTERM and lets in-flight tasks finish before it exits.
+//
+// Deployments. With -deployment-name (env WORKER_DEPLOYMENT_NAME) and
+// -build-id (env WORKER_BUILD_ID) the worker runs under Worker Deployment
+// Versioning as that Worker Deployment Version: it is sent only the tasks of
+// runs on its version, a rewards entity stays on the version that started it
+// (Pinned) and moves at a ContinueAsNew, and the platform's short workflows
+// follow the deployment's current version (AutoUpgrade); a new version takes
+// traffic once it is made current. Without both it polls unversioned, as
+// before; one without the other is refused. A server older than 1.30.2 never
+// tells a pinned entity that a new version is current, so its entities stay
+// on their first version; the worker warns about it at start.
+//
+// -rewards-release (env REWARDS_RELEASE, default the newest) caps the release
+// of the rewards entity that new runs take (workflows.RewardsReleaseCap): the
+// first phase of a two-phase rollout without versioning, and the way to run
+// the previous release from this binary.
 package main
 
 import (
@@ -11,15 +27,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,26 +63,138 @@ func main() {
 	}
 }
 
-func run() error {
+// config is what the flags and the environment ask of the worker.
+type config struct {
+	address, namespace, queues, databaseURL, logLevel, metricsAddr string
+	stopTimeout                                                    time.Duration
+	cacheSize                                                      int
+	// version is the Worker Deployment Version the workers poll as; the
+	// zero value means unversioned.
+	version worker.WorkerDeploymentVersion
+	// rewardsRelease is the newest release of RewardsWorkflow new runs take.
+	rewardsRelease int
+}
+
+// versioned reports whether the workers run under Worker Deployment Versioning.
+func (c config) versioned() bool { return c.version != worker.WorkerDeploymentVersion{} }
+
+// parseConfig reads the flags in args over the environment read by getenv;
+// help and flag errors go to output.
+func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
+	envOr := func(key, fallback string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return fallback
+	}
+	cacheDefault, err := envInt(getenv, "STICKY_CACHE_SIZE", 2000)
+	if err != nil {
+		return config{}, err
+	}
+	releaseDefault, err := envInt(getenv, "REWARDS_RELEASE", workflows.RewardsRelease)
+	if err != nil {
+		return config{}, err
+	}
+	var c config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	address := fs.String("address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")")
-	namespace := fs.String("namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)")
-	queues := fs.String("task-queues", envOr("TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll (env TASK_QUEUES)")
-	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
-	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
-	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
-	cacheSize := fs.Int("sticky-cache-size", envInt("STICKY_CACHE_SIZE", 2000), "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB (env STICKY_CACHE_SIZE)")
-	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	fs.SetOutput(output)
+	fs.StringVar(&c.address, "address", getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")")
+	fs.StringVar(&c.namespace, "namespace", getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)")
+	fs.StringVar(&c.queues, "task-queues", envOr("TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll (env TASK_QUEUES)")
+	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
+	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
+	fs.IntVar(&c.cacheSize, "sticky-cache-size", cacheDefault, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB (env STICKY_CACHE_SIZE)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
+	fs.StringVar(&c.version.DeploymentName, "deployment-name", getenv("WORKER_DEPLOYMENT_NAME"), "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned (env WORKER_DEPLOYMENT_NAME)")
+	fs.StringVar(&c.version.BuildID, "build-id", getenv("WORKER_BUILD_ID"), "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code (env WORKER_BUILD_ID)")
+	fs.IntVar(&c.rewardsRelease, "rewards-release", releaseDefault, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning) (env REWARDS_RELEASE)", workflows.RewardsRelease))
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.cacheSize < 1 {
+		return config{}, fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.cacheSize)
+	}
+	if c.rewardsRelease < 1 || c.rewardsRelease > workflows.RewardsRelease {
+		return config{}, fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", workflows.RewardsRelease, c.rewardsRelease)
+	}
+	if err := validateVersion(c.version); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// What a Temporal server (1.29 to 1.32) accepts in a Worker Deployment
+// Version, checked here so that a bad value stops the worker at start rather
+// than failing every poll. The server refuses a deployment name or build ID
+// longer than (limit.maxIDLength 1000 - len("temporal-sys-worker-deployment-version:")) / 2
+// = 480 bytes, a build ID longer than limit.workerBuildIdSize (255 bytes; it
+// travels in the poll's version capabilities too), a deployment name with '.'
+// or ':' (the separators of its version strings) and either one starting with
+// "__" (reserved for its own use).
+const (
+	maxDeploymentNameBytes = 480
+	maxBuildIDBytes        = 255
+)
+
+// validateVersion checks the Worker Deployment Version of the flags: both
+// parts or neither, each one a value the server accepts.
+func validateVersion(v worker.WorkerDeploymentVersion) error {
+	switch {
+	case v.DeploymentName == "" && v.BuildID == "":
+		return nil
+	case v.DeploymentName == "":
+		return errors.New("-build-id (or WORKER_BUILD_ID) needs -deployment-name (or WORKER_DEPLOYMENT_NAME): set both to run under Worker Deployment Versioning, or neither")
+	case v.BuildID == "":
+		return errors.New("-deployment-name (or WORKER_DEPLOYMENT_NAME) needs -build-id (or WORKER_BUILD_ID): set both to run under Worker Deployment Versioning, or neither")
+	}
+	if err := validateVersionPart(v.DeploymentName, maxDeploymentNameBytes); err != nil {
+		return fmt.Errorf("-deployment-name (or WORKER_DEPLOYMENT_NAME) %q: %w", v.DeploymentName, err)
+	}
+	if strings.ContainsAny(v.DeploymentName, ".:") {
+		return fmt.Errorf("-deployment-name (or WORKER_DEPLOYMENT_NAME) %q: must not contain '.' or ':', which Temporal uses to separate a deployment name from a build ID", v.DeploymentName)
+	}
+	if err := validateVersionPart(v.BuildID, maxBuildIDBytes); err != nil {
+		return fmt.Errorf("-build-id (or WORKER_BUILD_ID) %q: %w", v.BuildID, err)
+	}
+	return nil
+}
+
+// validateVersionPart checks what a deployment name and a build ID share:
+// a length the server accepts, no reserved prefix, and no white space or
+// control characters at the ends, where they would make two names that look
+// the same.
+func validateVersionPart(s string, maxBytes int) error {
+	switch {
+	case len(s) > maxBytes:
+		return fmt.Errorf("%d bytes long; Temporal accepts at most %d", len(s), maxBytes)
+	case strings.HasPrefix(s, "__"):
+		return errors.New(`must not start with "__", which Temporal reserves`)
+	case strings.TrimFunc(s, isSpaceOrControl) != s:
+		return errors.New("must not begin or end with white space")
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return errors.New("must not contain control characters")
+	}
+	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
+func run() error {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	if *cacheSize < 1 {
-		return fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be a number of at least 1, not %d", *cacheSize)
-	}
 	// Process-wide in the SDK, so set once, before any worker starts.
-	worker.SetStickyWorkflowCacheSize(*cacheSize)
+	worker.SetStickyWorkflowCacheSize(cfg.cacheSize)
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -71,15 +202,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	opts, err := temporalclient.Options(*address, *namespace, logger)
+	opts, err := temporalclient.Options(cfg.address, cfg.namespace, logger)
 	if err != nil {
 		return err
 	}
-	if *metricsAddr != "off" {
+	if cfg.metricsAddr != "off" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		opts.MetricsHandler = sdkmetrics.NewHandler(reg)
-		stopMetrics, err := serveMetrics(*metricsAddr, reg, logger)
+		stopMetrics, err := serveMetrics(cfg.metricsAddr, reg, logger)
 		if err != nil {
 			return err
 		}
@@ -91,14 +222,24 @@ func run() error {
 	}
 	defer c.Close()
 
-	st, err := storeconn.Open(ctx, *databaseURL, logger)
+	st, err := storeconn.Open(ctx, cfg.databaseURL, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	for _, q := range strings.Split(*queues, ",") {
-		w, err := newWorker(c, st, strings.TrimSpace(q), opts.Namespace, *stopTimeout)
+	queues := strings.Split(cfg.queues, ",")
+	for i, q := range queues {
+		queues[i] = strings.TrimSpace(q)
+	}
+	if cfg.versioned() {
+		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.version.DeploymentName, "build_id", cfg.version.BuildID)
+		if slices.Contains(queues, workflows.RewardsTaskQueue) {
+			warnWithoutPinnedUpgrade(ctx, c, logger)
+		}
+	}
+	for _, q := range queues {
+		w, err := newWorker(c, st, q, opts.Namespace, workerOptions(cfg, q))
 		if err != nil {
 			return err
 		}
@@ -107,15 +248,57 @@ func run() error {
 		}
 		defer w.Stop()
 	}
-	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", *queues, "database", st.Dialect())
+	version := "unversioned"
+	if cfg.versioned() {
+		version = cfg.version.DeploymentName + ":" + cfg.version.BuildID
+	}
+	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", cfg.queues,
+		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease)
 	<-ctx.Done()
-	logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", *stopTimeout)
+	logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
 	return nil
 }
 
+// warnWithoutPinnedUpgrade logs a warning when the server is too old to tell
+// a pinned workflow that its deployment has a new current version: there a
+// rewards entity stays on the version that started it.
+func warnWithoutPinnedUpgrade(ctx context.Context, c client.Client, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	version, err := temporalclient.ServerVersion(ctx, c)
+	var ok bool
+	if err == nil {
+		ok, err = temporalclient.VersionAtLeast(version, temporalclient.PinnedUpgradeServerVersion)
+	}
+	switch {
+	case err != nil:
+		logger.Warn("could not tell whether this server moves pinned rewards entities to a new version at ContinueAsNew",
+			"needs", temporalclient.PinnedUpgradeServerVersion, "error", err)
+	case !ok:
+		logger.Warn("pinned rewards entities will not move to a new version at ContinueAsNew on this server",
+			"server_version", version, "needs", temporalclient.PinnedUpgradeServerVersion)
+	}
+}
+
+// workerOptions are the worker options of one task queue: the deployment
+// version for every queue, the release cap for the rewards entities only.
+func workerOptions(cfg config, queue string) worker.Options {
+	opts := worker.Options{WorkerStopTimeout: cfg.stopTimeout}
+	if cfg.versioned() {
+		// The workflows carry their versioning behaviour from registration
+		// (workflows.RegisterRewards, RegisterPlatform), so no default here:
+		// a workflow registered without one fails at registration instead of
+		// silently taking a behaviour.
+		opts.DeploymentOptions = worker.DeploymentOptions{UseVersioning: true, Version: cfg.version}
+	}
+	if queue == workflows.RewardsTaskQueue {
+		opts.PreferredVersionProvider = workflows.RewardsReleaseCap(cfg.rewardsRelease)
+	}
+	return opts
+}
+
 // newWorker builds the worker for one task queue with what runs there.
-func newWorker(c client.Client, st *store.Store, queue, namespace string, stopTimeout time.Duration) (worker.Worker, error) {
-	opts := worker.Options{WorkerStopTimeout: stopTimeout}
+func newWorker(c client.Client, st *store.Store, queue, namespace string, opts worker.Options) (worker.Worker, error) {
 	switch queue {
 	case workflows.RewardsTaskQueue:
 		return rewardsworker.New(c, namespace, activities.StoreRecorder{Store: st}, opts), nil
@@ -127,25 +310,18 @@ func newWorker(c client.Client, st *store.Store, queue, namespace string, stopTi
 	}
 }
 
-// envInt reads an integer from the environment: fallback when unset, -1 when
-// not a number (which the flag's check then refuses).
-func envInt(key string, fallback int) int {
-	v := os.Getenv(key)
+// envInt reads an integer from the environment variable key, or returns
+// fallback when it is unset.
+func envInt(getenv func(string) string, key string, fallback int) (int, error) {
+	v := getenv(key)
 	if v == "" {
-		return fallback
+		return fallback, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return -1
+		return 0, fmt.Errorf("%s=%q: want a whole number", key, v)
 	}
-	return n
-}
-
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return fallback
+	return n, nil
 }
 
 // serveMetrics serves reg on http://addr/metrics until the returned stop is
