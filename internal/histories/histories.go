@@ -137,9 +137,62 @@ type Fixture struct {
 	Scenario string `json:"scenario"`
 }
 
-// Manifest lists a directory's fixtures, ordered by file name.
+// Retired records a fixture taken out of the replay set on purpose. Its file
+// is deleted and no longer in Fixtures; the replay tests accept that only for
+// a file listed here, and entries stay for good (dropping one makes the file
+// count as lost again).
+type Retired struct {
+	// File is the fixture's file name, as it was listed.
+	File string `json:"file"`
+	// Date is the day it was retired, as YYYY-MM-DD.
+	Date string `json:"date"`
+	// Reason says why, e.g. "release 1 support removed: minSupported raised".
+	Reason string `json:"reason"`
+}
+
+// Manifest lists a directory's fixtures, ordered by file name, and the
+// fixtures retired from it. Readers that know only Fixtures read it as before.
 type Manifest struct {
 	Fixtures []Fixture `json:"fixtures"`
+	Retired  []Retired `json:"retired"`
+}
+
+// Validate checks a manifest: every fixture complete and named after its
+// release, no file listed or retired twice, every retirement dated
+// (YYYY-MM-DD) and explained, and no file both listed and retired. The error
+// names every problem.
+func (m Manifest) Validate() error {
+	var errs []error
+	listed := map[string]bool{}
+	for _, fx := range m.Fixtures {
+		if err := check(fx); err != nil {
+			errs = append(errs, err)
+		}
+		if listed[fx.File] {
+			errs = append(errs, fmt.Errorf("fixture %s is listed twice", fx.File))
+		}
+		listed[fx.File] = true
+	}
+	retired := map[string]bool{}
+	for _, r := range m.Retired {
+		if !plainName(r.File) {
+			errs = append(errs, fmt.Errorf("retired file %q: want a plain name ending in .json.gz", r.File))
+		}
+		if _, err := time.Parse(time.DateOnly, r.Date); err != nil {
+			errs = append(errs, fmt.Errorf("retired fixture %s: date %q is not YYYY-MM-DD: %w", r.File, r.Date, err))
+		}
+		if strings.TrimSpace(r.Reason) == "" {
+			errs = append(errs, fmt.Errorf("retired fixture %s: a reason is required", r.File))
+		}
+		if listed[r.File] {
+			errs = append(errs, fmt.Errorf("fixture %s is both listed and retired", r.File))
+		}
+		if retired[r.File] {
+			errs = append(errs, fmt.Errorf("fixture %s is retired twice", r.File))
+		}
+		retired[r.File] = true
+	}
+	return errors.Join(errs...)
 }
 
 // FileName returns the name of a fixture: side is "rewards" or "platform",
@@ -157,7 +210,7 @@ func ReadManifest(dir string) (Manifest, error) {
 		return m, nil
 	}
 	if err != nil {
-		return m, err
+		return m, fmt.Errorf("reading the fixture manifest: %w", err)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("reading %s: %w", filepath.Join(dir, ManifestFile), err)
@@ -192,7 +245,8 @@ func WorkflowType(hist *historypb.History) string {
 // format of `temporal workflow show --output json`, and lists it in the
 // manifest (fx.WorkflowType is taken from the history when empty). Writing a
 // file again replaces it; a file the manifest gives to another release is
-// refused, so re-recording never overwrites an earlier release's history.
+// refused, so re-recording never overwrites an earlier release's history, and
+// so is a retired file. The manifest's retired list is kept as it is.
 func Write(dir string, fx Fixture, hist *historypb.History) error {
 	if len(hist.GetEvents()) == 0 {
 		return fmt.Errorf("fixture %s: empty history", fx.File)
@@ -233,6 +287,9 @@ func Write(dir string, fx Fixture, hist *historypb.History) error {
 	if err != nil {
 		return err
 	}
+	if i := slices.IndexFunc(m.Retired, func(r Retired) bool { return r.File == fx.File }); i >= 0 {
+		return fmt.Errorf("fixture %s was retired on %s (%s): record under another name", fx.File, m.Retired[i].Date, m.Retired[i].Reason)
+	}
 	i := slices.IndexFunc(m.Fixtures, func(have Fixture) bool { return have.File == fx.File })
 	switch {
 	case i < 0:
@@ -249,23 +306,26 @@ func Write(dir string, fx Fixture, hist *historypb.History) error {
 	return WriteManifest(dir, m)
 }
 
-// WriteManifest stores a manifest in dir.
+// WriteManifest stores a manifest in dir after validating it. The retired
+// list is written even when empty, so that the manifest shows where a
+// retirement goes.
 func WriteManifest(dir string, m Manifest) error {
-	for _, fx := range m.Fixtures {
-		if err := check(fx); err != nil {
-			return err
-		}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("writing the fixture manifest: %w", err)
+	}
+	if m.Retired == nil {
+		m.Retired = []Retired{}
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding the fixture manifest: %w", err)
 	}
 	return writeFile(filepath.Join(dir, ManifestFile), append(data, '\n'))
 }
 
 func check(fx Fixture) error {
 	switch {
-	case fx.File == "" || filepath.Base(fx.File) != fx.File || !strings.HasSuffix(fx.File, ".json.gz"):
+	case !plainName(fx.File):
 		return fmt.Errorf("fixture file %q: want a plain name ending in .json.gz", fx.File)
 	case fx.WorkflowID == "", fx.WorkflowType == "", fx.Release == "", fx.Scenario == "":
 		return fmt.Errorf("fixture %s: workflow ID, workflow type, release and scenario are all required: %+v", fx.File, fx)
@@ -273,6 +333,11 @@ func check(fx Fixture) error {
 		return fmt.Errorf("fixture %s: the file name does not carry its release %s", fx.File, fx.Release)
 	}
 	return nil
+}
+
+// plainName reports whether file is a file name (no directory) ending in .json.gz.
+func plainName(file string) bool {
+	return file != "" && filepath.Base(file) == file && strings.HasSuffix(file, ".json.gz")
 }
 
 // writeFile replaces a file whole: readers never see half of it.

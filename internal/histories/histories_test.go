@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -117,5 +118,78 @@ func TestNovelKeepsRunsThatShowSomethingNew(t *testing.T) {
 	}
 	if want := []string{"1", "4", "6"}; !slices.Equal(got, want) {
 		t.Fatalf("novel runs %v, want %v", got, want)
+	}
+}
+
+func TestWriteKeepsTheRetiredList(t *testing.T) {
+	dir := t.TempDir()
+	retired := []Retired{{File: "rewards-v1-tiers-run1.json.gz", Date: "2027-01-15", Reason: "release 1 support removed: minSupported raised"}}
+	if err := WriteManifest(dir, Manifest{Retired: retired}); err != nil {
+		t.Fatal(err)
+	}
+	fx := Fixture{File: FileName("rewards", "v2", "tiers-run1"), WorkflowID: "rewards-c-1", Release: "v2", Scenario: "TestTiers"}
+	if err := Write(dir, fx, history("RewardsWorkflow")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Fixtures) != 1 || !slices.Equal(m.Retired, retired) {
+		t.Fatalf("manifest after a recording: %+v", m)
+	}
+
+	// A retired file is not recorded again.
+	v1 := Fixture{File: retired[0].File, WorkflowID: "rewards-c-1", Release: "v1", Scenario: "TestTiers"}
+	if err := Write(dir, v1, history("RewardsWorkflow")); err == nil {
+		t.Fatal("a retired fixture was written again")
+	}
+	if _, err := os.Stat(filepath.Join(dir, v1.File)); err == nil {
+		t.Fatalf("%s exists", v1.File)
+	}
+}
+
+func TestWriteManifestListsAnEmptyRetiredList(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteManifest(dir, Manifest{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"fixtures\": null,\n  \"retired\": []\n}\n"; string(data) != want {
+		t.Fatalf("manifest %q, want %q", data, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	fx := Fixture{File: "rewards-v2-tiers-run1.json.gz", WorkflowID: "rewards-c-1", WorkflowType: "RewardsWorkflow", Release: "v2", Scenario: "TestTiers"}
+	ok := Retired{File: "rewards-v1-tiers-run1.json.gz", Date: "2027-01-15", Reason: "release 1 support removed"}
+	for _, tc := range []struct {
+		name string
+		m    Manifest
+		want string // in the error; "" for none
+	}{
+		{"empty", Manifest{}, ""},
+		{"a fixture and a retirement", Manifest{Fixtures: []Fixture{fx}, Retired: []Retired{ok}}, ""},
+		{"listed twice", Manifest{Fixtures: []Fixture{fx, fx}}, "listed twice"},
+		{"incomplete fixture", Manifest{Fixtures: []Fixture{{File: fx.File, Release: "v2"}}}, "are all required"},
+		{"retired twice", Manifest{Retired: []Retired{ok, ok}}, "retired twice"},
+		{"both", Manifest{Fixtures: []Fixture{fx}, Retired: []Retired{{File: fx.File, Date: ok.Date, Reason: ok.Reason}}}, "both listed and retired"},
+		{"no date", Manifest{Retired: []Retired{{File: ok.File, Reason: ok.Reason}}}, "not YYYY-MM-DD"},
+		{"another date format", Manifest{Retired: []Retired{{File: ok.File, Date: "15/01/2027", Reason: ok.Reason}}}, "not YYYY-MM-DD"},
+		{"no reason", Manifest{Retired: []Retired{{File: ok.File, Date: ok.Date, Reason: " "}}}, "a reason is required"},
+		{"a path", Manifest{Retired: []Retired{{File: "../" + ok.File, Date: ok.Date, Reason: ok.Reason}}}, "plain name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.m.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate: %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }
