@@ -1,6 +1,7 @@
 package histories
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // history builds a history of a workflow of type typ with events of the given types.
@@ -191,5 +194,12 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate: %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Fixtures recorded today are named after the release the rewards code runs.
+func TestRewardsReleaseFollowsTheCode(t *testing.T) {
+	if want := fmt.Sprintf("v%d", workflows.RewardsRelease); RewardsRelease != want {
+		t.Fatalf("histories.RewardsRelease is %s, workflows.RewardsRelease says %s", RewardsRelease, want)
 	}
 }
