@@ -164,24 +164,25 @@ func validateVersion(v worker.WorkerDeploymentVersion) error {
 }
 
 // validateVersionPart checks what a deployment name and a build ID share:
-// a length the server accepts, no reserved prefix, and no white space or
-// control characters at the ends, where they would make two names that look
-// the same.
+// a length the server accepts and no reserved prefix; besides, no white space
+// at the ends (two names that look the same), and no control characters,
+// quotes or backslashes, which the deploy tools (internal/rollout) could not
+// quote in the visibility queries that find the entities on a version.
 func validateVersionPart(s string, maxBytes int) error {
 	switch {
 	case len(s) > maxBytes:
 		return fmt.Errorf("%d bytes long; Temporal accepts at most %d", len(s), maxBytes)
 	case strings.HasPrefix(s, "__"):
 		return errors.New(`must not start with "__", which Temporal reserves`)
-	case strings.TrimFunc(s, isSpaceOrControl) != s:
+	case strings.TrimFunc(s, unicode.IsSpace) != s:
 		return errors.New("must not begin or end with white space")
 	case strings.ContainsFunc(s, unicode.IsControl):
 		return errors.New("must not contain control characters")
+	case strings.ContainsAny(s, `'"\`):
+		return errors.New("must not contain quotes or backslashes")
 	}
 	return nil
 }
-
-func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
 
 func run() error {
 	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)

@@ -50,6 +50,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "build ID with a trailing newline", args: []string{"-deployment-name", "entityflow", "-build-id", "v2\n"}, wantErr: "white space"},
 		{name: "name with a leading space", args: []string{"-deployment-name", " entityflow", "-build-id", "v2"}, wantErr: "white space"},
 		{name: "build ID with a control character", args: []string{"-deployment-name", "entityflow", "-build-id", "v\x002"}, wantErr: "control characters"},
+		{name: "build ID with a quote", args: []string{"-deployment-name", "entityflow", "-build-id", "v'2"}, wantErr: "quotes or backslashes"},
+		{name: "name with a backslash", args: []string{"-deployment-name", `entity\flow`, "-build-id", "v2"}, wantErr: "quotes or backslashes"},
 		{name: "blank name counts as set", args: []string{"-deployment-name", " ", "-build-id", "v2"}, wantErr: "white space"},
 		{name: "release cap by flag", args: []string{"-rewards-release", "2"}, want: func(c config) bool { return c.rewardsRelease == 2 }},
 		{name: "release cap by environment", env: map[string]string{"REWARDS_RELEASE": "1"}, want: func(c config) bool { return c.rewardsRelease == 1 }},
