@@ -1,0 +1,221 @@
+// Package rollout is the operator's side of a versioned deploy of the workers
+// (Worker Deployment Versioning): make a new Worker Deployment Version current
+// once its workers poll, see which version the rewards entities run on, and
+// nudge the entities still on an older version so that they continue as new
+// onto the current one.
+//
+// A rewards entity is Pinned: each run stays on the version that started it
+// and moves at a ContinueAsNew, which it makes when a workflow task tells it
+// the current version has changed. An idle entity gets no workflow task, so it
+// would stay on its version for as long as it is idle; Nudge wakes it with the
+// no-op signal workflows.SignalNudge. Which version an execution runs on comes
+// from visibility (search attribute TemporalWorkerDeploymentVersion, value
+// "deployment:build_id", missing for an unversioned execution), which is
+// eventually consistent: a count taken just after a move may still show it on
+// the old version, and a second sweep after a first is harmless.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/internal/backoff"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// DefaultDeployment is the project's Worker Deployment name, for workers and
+// tools not told another (WORKER_DEPLOYMENT_NAME).
+const DefaultDeployment = "entityflow"
+
+// DeploymentEnv is the environment variable naming the Worker Deployment.
+const DeploymentEnv = "WORKER_DEPLOYMENT_NAME"
+
+// waitPolicy paces the waits for a version's first poll and for routing
+// changes to reach the task queues: short at first, never more than 5 s
+// apart, until the caller's context ends.
+var waitPolicy = backoff.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.Second}
+
+// errPropagating says a routing change has not reached every task queue yet.
+var errPropagating = errors.New("the routing change is still propagating to the task queues")
+
+// SetCurrent makes buildID the current version of deployment: new entities
+// start on it, and every entity moves to it at its next ContinueAsNew. A
+// version exists only once one of its workers has polled, so SetCurrent
+// waits for that (and through transient failures) until ctx ends; then it
+// waits until the change has reached every task queue, so that an entity
+// woken afterwards (Nudge) is told of it. It returns the previous current
+// build ID, empty when there was none. Setting the current version again
+// changes nothing.
+func SetCurrent(ctx context.Context, c client.Client, deployment, buildID string) (previous string, err error) {
+	if err := checkNames(deployment, buildID); err != nil {
+		return "", err
+	}
+	h := c.WorkerDeploymentClient().GetHandle(deployment)
+	resp, err := backoff.Retry(ctx, waitPolicy, notYetPolled, func(ctx context.Context) (client.WorkerDeploymentSetCurrentVersionResponse, error) {
+		return h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
+	}, "waiting for the version's workers to poll")
+	if err != nil {
+		return "", fmt.Errorf("setting %s as the current version of %s: %w", buildID, deployment, err)
+	}
+	if resp.PreviousVersion != nil {
+		previous = resp.PreviousVersion.BuildID
+	}
+	if _, err := routed(ctx, c, deployment); err != nil {
+		return previous, fmt.Errorf("%s is the current version of %s: %w", buildID, deployment, err)
+	}
+	return previous, nil
+}
+
+// SetRamping sends percentage (0 to 100) of the new entities of deployment to
+// buildID instead of the current version, waiting as SetCurrent does, and
+// returns the previous ramping build ID. An entity already running is not
+// moved by a ramp. Making the ramping version current ends the ramp.
+func SetRamping(ctx context.Context, c client.Client, deployment, buildID string, percentage float32) (previous string, err error) {
+	if err := checkNames(deployment, buildID); err != nil {
+		return "", err
+	}
+	if percentage < 0 || percentage > 100 {
+		return "", fmt.Errorf("ramp percentage %v: must be from 0 to 100", percentage)
+	}
+	h := c.WorkerDeploymentClient().GetHandle(deployment)
+	resp, err := backoff.Retry(ctx, waitPolicy, notYetPolled, func(ctx context.Context) (client.WorkerDeploymentSetRampingVersionResponse, error) {
+		return h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percentage})
+	}, "waiting for the version's workers to poll")
+	if err != nil {
+		return "", fmt.Errorf("ramping %s of %s at %v%%: %w", buildID, deployment, percentage, err)
+	}
+	if resp.PreviousVersion != nil {
+		previous = resp.PreviousVersion.BuildID
+	}
+	if _, err := routed(ctx, c, deployment); err != nil {
+		return previous, fmt.Errorf("%s of %s ramps at %v%%: %w", buildID, deployment, percentage, err)
+	}
+	return previous, nil
+}
+
+// notYetPolled reports whether a routing change failed because the
+// deployment or the version is not known yet (NotFound: none of its workers
+// has polled) or transiently.
+func notYetPolled(err error) bool {
+	var notFound *serviceerror.NotFound
+	return errors.As(err, &notFound) || backoff.Transient(err)
+}
+
+// describe returns what the server knows of deployment. The SDK's
+// WorkerDeploymentHandle.Describe leaves out each version's status, its
+// drainage times and whether a routing change is still propagating, so this
+// asks the service directly.
+func describe(ctx context.Context, c client.Client, deployment string) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	ns, err := namespaceOf(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+		Namespace:      ns,
+		DeploymentName: deployment,
+	})
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil, fmt.Errorf("describing Worker Deployment %s (no worker of it has polled namespace %s?): %w", deployment, ns, err)
+	case err != nil:
+		return nil, fmt.Errorf("describing Worker Deployment %s: %w", deployment, err)
+	}
+	return resp, nil
+}
+
+// routed waits until the deployment's last routing change has reached every
+// task queue, and returns its description then.
+func routed(ctx context.Context, c client.Client, deployment string) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	retryable := func(err error) bool { return errors.Is(err, errPropagating) || backoff.Transient(err) }
+	return backoff.Retry(ctx, waitPolicy, retryable, func(ctx context.Context) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+		resp, err := describe(ctx, c, deployment)
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState() == enums.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS {
+			return nil, errPropagating
+		}
+		return resp, nil
+	}, "waiting for the routing change to propagate", "deployment", deployment)
+}
+
+// namespaceOf returns the namespace c was dialled for, which the service
+// calls in describe need. client.Client does not expose it, but its
+// CountWorkflow fills in the namespace of a request that has none, as every
+// call of the SDK's client does: a cheap count tells it.
+func namespaceOf(ctx context.Context, c client.Client) (string, error) {
+	req := &workflowservice.CountWorkflowExecutionsRequest{Query: "WorkflowId = ''"}
+	if _, err := c.CountWorkflow(ctx, req); err != nil {
+		return "", fmt.Errorf("reading the client's namespace: %w", err)
+	}
+	if req.Namespace == "" {
+		return "", errors.New("reading the client's namespace: the SDK did not fill it in")
+	}
+	return req.Namespace, nil
+}
+
+// checkNames refuses a deployment name or build ID that the server would
+// refuse, or that could not be quoted in a visibility query.
+func checkNames(deployment, buildID string) error {
+	if err := checkName("deployment name", deployment); err != nil {
+		return err
+	}
+	if strings.ContainsAny(deployment, ".:") {
+		return fmt.Errorf("deployment name %q: '.' and ':' are not allowed", deployment)
+	}
+	return checkName("build ID", buildID)
+}
+
+// checkName refuses an empty name and one with a quote, a backslash or a
+// control character.
+func checkName(what, s string) error {
+	if s == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r == '\'' || r == '"' || r == '\\' || r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("%s %q: quotes, backslashes and control characters are not allowed", what, s)
+	}
+	return nil
+}
+
+// Visibility queries over the running rewards entities. The server keeps
+// TemporalWorkerDeploymentVersion ("deployment:build_id") on every execution
+// whose last workflow task a versioned worker completed; it is missing
+// (NULL) on an unversioned one, and `!=` does not match a missing value.
+const (
+	versionAttr     = "TemporalWorkerDeploymentVersion"
+	runningEntities = "WorkflowType = '" + workflows.RewardsWorkflowType + "' AND ExecutionStatus = 'Running'"
+)
+
+// versionValue is a version as visibility holds it.
+func versionValue(deployment, buildID string) string { return deployment + ":" + buildID }
+
+// onVersionQuery matches the running entities on one version.
+func onVersionQuery(deployment, buildID string) string {
+	return fmt.Sprintf("%s AND %s = '%s'", runningEntities, versionAttr, versionValue(deployment, buildID))
+}
+
+// unversionedQuery matches the running entities on no version.
+func unversionedQuery() string {
+	return fmt.Sprintf("%s AND %s IS NULL", runningEntities, versionAttr)
+}
+
+// notOnCurrentQuery matches the running entities not on the current version
+// of deployment: unversioned ones and those on any other version (of this
+// deployment or another). With no current version (currentBuildID empty:
+// unversioned workers take new workflows) it matches every versioned one.
+func notOnCurrentQuery(deployment, currentBuildID string) string {
+	if currentBuildID == "" {
+		return fmt.Sprintf("%s AND %s IS NOT NULL", runningEntities, versionAttr)
+	}
+	return fmt.Sprintf("%s AND (%s IS NULL OR %s != '%s')", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID))
+}
