@@ -72,7 +72,7 @@ type NudgeReport struct {
 // twice).
 func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport, error) {
 	r := NudgeReport{Deployment: opts.Deployment, DryRun: opts.DryRun}
-	if err := checkName("deployment name", opts.Deployment); err != nil {
+	if err := ValidateDeployment(opts.Deployment); err != nil {
 		return r, err
 	}
 	lim, err := newLimiter(opts.Rate)

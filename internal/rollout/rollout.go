@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/workflows"
@@ -48,25 +49,27 @@ var errPropagating = errors.New("the routing change is still propagating to the 
 
 // SetCurrent makes buildID the current version of deployment: new entities
 // start on it, and every entity moves to it at its next ContinueAsNew. A
-// version exists only once one of its workers has polled, so SetCurrent
-// waits for that (and through transient failures) until ctx ends; then it
-// waits until the change has reached every task queue, so that an entity
-// woken afterwards (Nudge) is told of it. It returns the previous current
-// build ID, empty when there was none. Setting the current version again
-// changes nothing.
+// version exists only once one of its workers has polled, and it must poll
+// every task queue of the current version, so SetCurrent waits for that
+// (and through transient failures) until ctx ends; then it waits until the
+// change has reached every task queue, so that an entity woken afterwards
+// (Nudge) is told of it. It returns the previous current build ID, empty when
+// there was none. Setting the current version again changes nothing.
 func SetCurrent(ctx context.Context, c client.Client, deployment, buildID string) (previous string, err error) {
 	if err := checkNames(deployment, buildID); err != nil {
 		return "", err
 	}
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	resp, err := backoff.Retry(ctx, waitPolicy, notYetPolled, func(ctx context.Context) (client.WorkerDeploymentSetCurrentVersionResponse, error) {
-		return h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
-	}, "waiting for the version's workers to poll")
+	previous, err = retry(ctx, notYetPolled, func(ctx context.Context) (string, error) {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return "", err
+		}
+		_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, ConflictToken: desc.ConflictToken})
+		return buildIDOf(desc.Info.RoutingConfig.CurrentVersion), err
+	})
 	if err != nil {
 		return "", fmt.Errorf("setting %s as the current version of %s: %w", buildID, deployment, err)
-	}
-	if resp.PreviousVersion != nil {
-		previous = resp.PreviousVersion.BuildID
 	}
 	if _, err := routed(ctx, c, deployment); err != nil {
 		return previous, fmt.Errorf("%s is the current version of %s: %w", buildID, deployment, err)
@@ -86,14 +89,16 @@ func SetRamping(ctx context.Context, c client.Client, deployment, buildID string
 		return "", fmt.Errorf("ramp percentage %v: must be from 0 to 100", percentage)
 	}
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	resp, err := backoff.Retry(ctx, waitPolicy, notYetPolled, func(ctx context.Context) (client.WorkerDeploymentSetRampingVersionResponse, error) {
-		return h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percentage})
-	}, "waiting for the version's workers to poll")
+	previous, err = retry(ctx, notYetPolled, func(ctx context.Context) (string, error) {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return "", err
+		}
+		_, err = h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percentage, ConflictToken: desc.ConflictToken})
+		return buildIDOf(desc.Info.RoutingConfig.RampingVersion), err
+	})
 	if err != nil {
 		return "", fmt.Errorf("ramping %s of %s at %v%%: %w", buildID, deployment, percentage, err)
-	}
-	if resp.PreviousVersion != nil {
-		previous = resp.PreviousVersion.BuildID
 	}
 	if _, err := routed(ctx, c, deployment); err != nil {
 		return previous, fmt.Errorf("%s of %s ramps at %v%%: %w", buildID, deployment, percentage, err)
@@ -101,12 +106,41 @@ func SetRamping(ctx context.Context, c client.Client, deployment, buildID string
 	return previous, nil
 }
 
+// buildIDOf is v's build ID, empty for no version.
+func buildIDOf(v *worker.WorkerDeploymentVersion) string {
+	if v == nil {
+		return ""
+	}
+	return v.BuildID
+}
+
 // notYetPolled reports whether a routing change failed because the
-// deployment or the version is not known yet (NotFound: none of its workers
-// has polled) or transiently.
+// deployment or the version is not known yet, or the version's workers do
+// not poll every task queue they must yet (NotFound; FailedPrecondition,
+// which is also what server 1.29 answers for an unknown deployment, and the
+// answer when another change came between the description and this one),
+// or transiently.
 func notYetPolled(err error) bool {
-	var notFound *serviceerror.NotFound
-	return errors.As(err, &notFound) || backoff.Transient(err)
+	var (
+		notFound     *serviceerror.NotFound
+		precondition *serviceerror.FailedPrecondition
+	)
+	return errors.As(err, &notFound) || errors.As(err, &precondition) || backoff.Transient(err)
+}
+
+// retry is backoff.Retry under waitPolicy. When ctx ends while it waits, the
+// error names the last failure as well, which says what it was waiting for.
+func retry[T any](ctx context.Context, retryable func(error) bool, try func(context.Context) (T, error)) (T, error) {
+	var last error
+	v, err := backoff.Retry(ctx, waitPolicy, retryable, func(ctx context.Context) (T, error) {
+		v, err := try(ctx)
+		last = err
+		return v, err
+	}, "rollout")
+	if err != nil && last != nil && err != last {
+		err = fmt.Errorf("%w (last: %v)", err, last)
+	}
+	return v, err
 }
 
 // describe returns what the server knows of deployment. The SDK's
@@ -136,7 +170,7 @@ func describe(ctx context.Context, c client.Client, deployment string) (*workflo
 // task queue, and returns its description then.
 func routed(ctx context.Context, c client.Client, deployment string) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
 	retryable := func(err error) bool { return errors.Is(err, errPropagating) || backoff.Transient(err) }
-	return backoff.Retry(ctx, waitPolicy, retryable, func(ctx context.Context) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	return retry(ctx, retryable, func(ctx context.Context) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
 		resp, err := describe(ctx, c, deployment)
 		if err != nil {
 			return nil, err
@@ -145,7 +179,7 @@ func routed(ctx context.Context, c client.Client, deployment string) (*workflows
 			return nil, errPropagating
 		}
 		return resp, nil
-	}, "waiting for the routing change to propagate", "deployment", deployment)
+	})
 }
 
 // namespaceOf returns the namespace c was dialled for, which the service
@@ -163,16 +197,32 @@ func namespaceOf(ctx context.Context, c client.Client) (string, error) {
 	return req.Namespace, nil
 }
 
-// checkNames refuses a deployment name or build ID that the server would
-// refuse, or that could not be quoted in a visibility query.
+// checkNames checks a deployment name and a build ID.
 func checkNames(deployment, buildID string) error {
-	if err := checkName("deployment name", deployment); err != nil {
+	if err := ValidateDeployment(deployment); err != nil {
 		return err
 	}
-	if strings.ContainsAny(deployment, ".:") {
-		return fmt.Errorf("deployment name %q: '.' and ':' are not allowed", deployment)
+	return ValidateBuildID(buildID)
+}
+
+// ValidateDeployment refuses a Worker Deployment name that the server would
+// refuse (empty, or with '.' or ':') or that could not be quoted in a
+// visibility query (a quote, a backslash, a control character), so that a
+// command line can refuse it before it connects.
+func ValidateDeployment(name string) error {
+	if err := checkName("deployment name", name); err != nil {
+		return err
 	}
-	return checkName("build ID", buildID)
+	if strings.ContainsAny(name, ".:") {
+		return fmt.Errorf("deployment name %q: '.' and ':' are not allowed", name)
+	}
+	return nil
+}
+
+// ValidateBuildID refuses a build ID that is empty or could not be quoted in
+// a visibility query.
+func ValidateBuildID(id string) error {
+	return checkName("build ID", id)
 }
 
 // checkName refuses an empty name and one with a quote, a backslash or a

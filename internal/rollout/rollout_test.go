@@ -315,3 +315,42 @@ func TestNudgeOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// A wait that outlasts its context says what it was waiting for.
+func TestRetryNamesTheLastFailure(t *testing.T) {
+	// The context ends in the first wait (250 ms), or, on a slow machine,
+	// during a try, which then returns its own failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := retry(ctx, notYetPolled, func(context.Context) (int, error) {
+		return 0, serviceerror.NewNotFound("build ID 'v2' not found")
+	})
+	if err == nil || !strings.Contains(err.Error(), "build ID 'v2' not found") {
+		t.Errorf("err = %v, want it to name the last failure", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && !strings.HasSuffix(err.Error(), "(last: build ID 'v2' not found)") {
+		t.Errorf("err = %v", err)
+	}
+	// A failure that is not worth waiting for comes back as it is.
+	bad := serviceerror.NewInvalidArgument("bad build")
+	if _, err := retry(context.Background(), notYetPolled, func(context.Context) (int, error) { return 0, bad }); err != bad {
+		t.Errorf("err = %v, want %v", err, bad)
+	}
+}
+
+func TestNotYetPolled(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{serviceerror.NewNotFound("build ID 'v2' not found in Worker Deployment 'entityflow'"), true},
+		{serviceerror.NewFailedPrecondition("no Worker Deployment found with name x; does your Worker Deployment have pollers?"), true},
+		{serviceerror.NewUnavailable("down"), true},
+		{serviceerror.NewInvalidArgument("deployment name cannot contain '.'"), false},
+		{serviceerror.NewPermissionDenied("no", ""), false},
+	} {
+		if got := notYetPolled(tc.err); got != tc.want {
+			t.Errorf("notYetPolled(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

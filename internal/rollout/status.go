@@ -58,7 +58,7 @@ type VersionReport struct {
 // Status reports on deployment: its routing, every version with its status
 // and drainage, and the running rewards entities per version.
 func Status(ctx context.Context, c client.Client, deployment string) (Report, error) {
-	if err := checkName("deployment name", deployment); err != nil {
+	if err := ValidateDeployment(deployment); err != nil {
 		return Report{}, err
 	}
 	desc, err := describe(ctx, c, deployment)
