@@ -10,6 +10,9 @@
 //	starter event    -f envelope.json          (or - for stdin)
 //	starter run      -activity ID [-key K]
 //	starter schedules sync
+//	starter deploy status      [-deployment entityflow]
+//	starter deploy set-current -build-id B [-deployment entityflow]
+//	starter deploy nudge       [-deployment entityflow] [-rate 20] [-max 0] [-dry-run]
 //
 // Every command takes -json for machine-readable output, and -address and
 // -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). Errors are one line on
@@ -51,6 +54,9 @@ commands:
   event      deliver an event envelope: start the runs of every subscribed activity
   run        start a run of an activity by hand
   schedules sync   make the Temporal Schedules match the stored cron definitions
+  deploy status    a Worker Deployment's versions and the entities on each
+  deploy set-current   make a version current once its workers poll
+  deploy nudge     wake the entities not on the current version so they move onto it
 
 run "starter <command> -h" for a command's flags`
 
@@ -97,6 +103,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return errors.New("usage: starter schedules sync")
 		}
 		return schedulesSyncCommand(ctx, fs, g, args[1:], out)
+	case "deploy":
+		return deployCommand(ctx, fs, g, args, out)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil

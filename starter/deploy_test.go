@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+func TestParseDeploy(t *testing.T) {
+	nudge := func(deployment string, rate float64, max int, dry bool) rollout.NudgeOptions {
+		return rollout.NudgeOptions{Deployment: deployment, Rate: rate, Max: max, DryRun: dry}
+	}
+	for _, tc := range []struct {
+		name    string
+		env     string // WORKER_DEPLOYMENT_NAME
+		args    []string
+		want    deployRequest
+		timeout time.Duration
+		err     string
+	}{
+		{name: "status", args: []string{"status"},
+			want: deployRequest{sub: "status", deployment: "entityflow"}, timeout: time.Minute},
+		{name: "status, deployment from the environment", env: "blue", args: []string{"status"},
+			want: deployRequest{sub: "status", deployment: "blue"}, timeout: time.Minute},
+		{name: "status, the flag over the environment", env: "blue", args: []string{"status", "-deployment", "green", "-json"},
+			want: deployRequest{sub: "status", deployment: "green"}, timeout: time.Minute},
+		{name: "set-current", args: []string{"set-current", "-build-id", "v2"},
+			want: deployRequest{sub: "set-current", deployment: "entityflow", buildID: "v2"}, timeout: 10 * time.Minute},
+		{name: "set-current with a timeout", args: []string{"set-current", "-build-id", "v2", "-timeout", "30s"},
+			want: deployRequest{sub: "set-current", deployment: "entityflow", buildID: "v2"}, timeout: 30 * time.Second},
+		{name: "nudge defaults", args: []string{"nudge"},
+			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", 20, 0, false)}, timeout: 24 * time.Hour},
+		{name: "nudge", env: "blue", args: []string{"nudge", "-rate", "2.5", "-max", "100", "-dry-run"},
+			want: deployRequest{sub: "nudge", deployment: "blue", nudge: nudge("blue", 2.5, 100, true)}, timeout: 24 * time.Hour},
+
+		{name: "no subcommand", args: nil, err: deployUsage},
+		{name: "a flag first", args: []string{"-deployment", "x", "status"}, err: deployUsage},
+		{name: "unknown subcommand", args: []string{"rollback"}, err: "unknown deploy command \"rollback\"\n" + deployUsage},
+		{name: "stray argument", args: []string{"status", "v2"}, err: `unexpected arguments ["v2"]`},
+		{name: "set-current without a build", args: []string{"set-current"}, err: "-build-id is required"},
+		{name: "set-current, bad build", args: []string{"set-current", "-build-id", "v'2"},
+			err: `build ID "v'2": quotes, backslashes and control characters are not allowed`},
+		{name: "bad deployment", args: []string{"status", "-deployment", "a.b"}, err: `deployment name "a.b": '.' and ':' are not allowed`},
+		{name: "empty deployment", args: []string{"nudge", "-deployment", ""}, err: "deployment name is empty"},
+		{name: "zero rate", args: []string{"nudge", "-rate", "0"}, err: "-rate 0: must be positive"},
+		{name: "negative max", args: []string{"nudge", "-max", "-1"}, err: "-max -1: must be 0 (all) or more"},
+		{name: "a flag of another subcommand", args: []string{"status", "-build-id", "v2"}, err: "flag provided but not defined: -build-id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("starter deploy", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			g := globalFlags(fs)
+			getenv := func(key string) string {
+				if key == rollout.DeploymentEnv {
+					return tc.env
+				}
+				return ""
+			}
+			got, err := parseDeploy(fs, tc.args, getenv)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if *g.timeout != tc.timeout {
+				t.Errorf("timeout %v, want %v", *g.timeout, tc.timeout)
+			}
+		})
+	}
+}
+
+// Bad deploy command lines fail before any connection (the address is
+// unreachable, and the error is not that one).
+func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
+	for _, args := range [][]string{
+		{"deploy"},
+		{"deploy", "set-current"},
+		{"deploy", "nudge", "-rate", "-1"},
+		{"deploy", "status", "-deployment", "a:b"},
+	} {
+		stdout, _, err := runStarter(t, append(args, "-address", unreachable)...)
+		if err == nil || strings.Contains(err.Error(), "cannot reach Temporal") || stdout != "" {
+			t.Errorf("%v: %v, printed %q; want an input error before connecting", args, err, stdout)
+		}
+	}
+}
+
+func TestDeployHelp(t *testing.T) {
+	_, stderr, err := runStarter(t, "deploy", "nudge", "-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"Usage of starter deploy nudge:", "-deployment name", "-rate", "-max", "-dry-run", "-json", "(default 24h0m0s)"} {
+		if !strings.Contains(stderr, f) {
+			t.Errorf("deploy nudge -h does not show %s:\n%s", f, stderr)
+		}
+	}
+}
+
+func TestSetCurrentText(t *testing.T) {
+	for _, tc := range []struct{ build, previous, want string }{
+		{"v1", "", "entityflow: v1 is now the current version (was none); `starter deploy nudge` moves the idle entities onto it"},
+		{"v2", "v1", "entityflow: v2 is now the current version (was v1); `starter deploy nudge` moves the idle entities onto it"},
+		{"v2", "v2", "entityflow: v2 was already the current version"},
+	} {
+		if got := setCurrentText("entityflow", tc.build, tc.previous); got != tc.want {
+			t.Errorf("setCurrentText(%q, %q) = %q, want %q", tc.build, tc.previous, got, tc.want)
+		}
+	}
+}
+
+// The deploy commands end to end on a dev server, with an in-process worker
+// of version v1: set-current waits for it, status counts the entity on it,
+// a dry-run nudge finds nothing to move. Text and -json both.
+func TestDeployCommandsOnADevServer(t *testing.T) {
+	srv := devserver.ForTest(t, devserver.Options{})
+	c := srv.Client()
+	address := srv.FrontendHostPort()
+	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
+		DeploymentOptions: worker.DeploymentOptions{UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v1"}},
+	})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	out, _, err := runStarter(t, "deploy", "set-current", "-build-id", "v1", "-address", address)
+	if want := "entityflow: v1 is now the current version (was none); `starter deploy nudge` moves the idle entities onto it\n"; err != nil || out != want {
+		t.Fatalf("set-current: %v, %q; want %q", err, out, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc := &rewardsclient.Client{Temporal: c}
+	if _, err := rc.ApplyPoints(ctx, "deploy-c1", workflows.PointEvent{DedupKey: "k-1", Points: 5}); err != nil {
+		t.Fatal(err)
+	}
+	var r rollout.Report
+	for { // visibility catches up
+		out, _, err = runStarter(t, "deploy", "status", "-json", "-address", address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if r.Running == 1 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r.CurrentBuildID != "v1" || len(r.Versions) != 1 || r.Versions[0].Entities != 1 || r.Running != 1 || r.NotOnCurrent != 0 {
+		t.Fatalf("status: %+v", r)
+	}
+	out, _, err = runStarter(t, "deploy", "status", "-address", address)
+	if err != nil || !strings.Contains(out, "current version v1\n") || !strings.Contains(out, "\n1 running entities, 0 not on the current version\n") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, _, err = runStarter(t, "deploy", "nudge", "-dry-run", "-address", address)
+	if want := "dry run: would nudge 0 entities not on the current version v1 of entityflow\n"; err != nil || out != want {
+		t.Fatalf("nudge -dry-run: %v, %q; want %q", err, out, want)
+	}
+	out, _, err = runStarter(t, "deploy", "status", "-deployment", "other", "-address", address)
+	if err == nil || !strings.Contains(err.Error(), "describing Worker Deployment other (no worker of it has polled namespace default?)") {
+		t.Fatalf("status of an unknown deployment: %v, %q", err, out)
+	}
+}
