@@ -5,6 +5,11 @@
 // on HTTP_ADDR or 127.0.0.1:8080), plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
 // While it runs, data/devrun.pid holds its process ID (for scripts to stop it).
+//
+// The worker runs under Worker Deployment Versioning, as version devBuildID
+// of Worker Deployment rollout.DefaultDeployment, which devrun makes current
+// once the worker polls and before the demo starts (see devBuildID for why
+// the build ID never changes).
 package main
 
 import (
@@ -22,9 +27,14 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/rollout"
 	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 )
@@ -34,6 +44,18 @@ const (
 	uiAddress    = "127.0.0.1:8233"
 	dataDir      = "data"
 )
+
+// devBuildID is the build ID of the worker devrun starts, the same for every
+// run and every change of the code. A rewards entity is Pinned to the version
+// that started it, and devrun runs one worker: under a new build ID per run,
+// the entities kept from earlier runs (data/temporal.db) would wait on a
+// version that no worker polls any more. The dev server (1.29.1) never tells
+// a pinned entity of a new current version, so they would wait for good; a
+// newer server moves one at its next ContinueAsNew, but only a worker of its
+// old version can run the workflow task that gets it there. Under one build
+// ID, a change of the code reaches existing entities as it does without
+// versioning: by replay, behind workflow.GetVersion (the release ladder).
+const devBuildID = "dev"
 
 func main() {
 	if err := run(); err != nil {
@@ -70,7 +92,8 @@ func run() error {
 		children = append(children, srv)
 	}
 
-	worker, err := startChild("worker", filepath.Join("bin", "worker"), "-address", address)
+	worker, err := startChild("worker", filepath.Join("bin", "worker"), "-address", address,
+		"-deployment-name", rollout.DefaultDeployment, "-build-id", devBuildID)
 	if err != nil {
 		return err
 	}
@@ -98,6 +121,10 @@ func run() error {
 	}
 	defer c.Close()
 
+	if err := makeCurrent(ctx, c, address, opts.Namespace, os.Stdout); err != nil {
+		return err
+	}
+
 	st, err := storeconn.Open(ctx, os.Getenv("DATABASE_URL"), logger)
 	if err != nil {
 		return err
@@ -117,7 +144,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*, runs activity-*)\n", uiAddress, opts.Namespace)
+	if hasWebUI(address) {
+		fmt.Printf("\nWeb UI: http://%s/namespaces/%s/workflows  (entities are rewards-demo-*, runs activity-*)\n", uiAddress, opts.Namespace)
+	} else {
+		fmt.Printf("\nList:   bin/temporal --address %s --namespace %s workflow list  (entities are rewards-demo-*, runs activity-*)\n", address, opts.Namespace)
+	}
 	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, httpAddr)
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
@@ -134,6 +165,64 @@ func run() error {
 		return fmt.Errorf("a child process ended: %v", err)
 	}
 }
+
+// makeCurrent makes the worker's version current once the worker polls, so
+// that the demo's new entities start on it, and prints where to see it.
+func makeCurrent(ctx context.Context, c client.Client, address, namespace string, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitForPoll(ctx, c); err != nil {
+		return fmt.Errorf("waiting for the worker's first poll (see data/worker.log): %w", err)
+	}
+	previous, err := rollout.SetCurrent(ctx, c, rollout.DefaultDeployment, devBuildID)
+	if err != nil {
+		return fmt.Errorf("making the worker's version current (see data/worker.log): %w", err)
+	}
+	was := ""
+	if previous != "" && previous != devBuildID {
+		was = ", was " + previous
+	}
+	where := fmt.Sprintf("see it in the Web UI: http://%s/namespaces/%s/worker-deployments/%s", uiAddress, namespace, rollout.DefaultDeployment)
+	if !hasWebUI(address) {
+		where = fmt.Sprintf("see it with: bin/temporal --address %s --namespace %s worker deployment describe --name %s", address, namespace, rollout.DefaultDeployment)
+	}
+	fmt.Fprintf(out, "worker deployment %s, version %s: current%s (%s)\n", rollout.DefaultDeployment, devBuildID, was, where)
+	fmt.Fprintf(out, "  (one build ID for every run: rewards entities stay on the version that started them, so a new one per run would leave earlier runs' entities without a worker)\n")
+	// A note only: a server whose version cannot be read goes without it.
+	version, err := temporalclient.ServerVersion(ctx, c)
+	if err != nil {
+		return nil
+	}
+	if ok, err := temporalclient.VersionAtLeast(version, temporalclient.PinnedUpgradeServerVersion); err == nil && !ok {
+		fmt.Fprintf(out, "  (this server, %s, never moves a pinned entity to a new version at ContinueAsNew; from %s on it does, as in make run-cluster)\n",
+			version, temporalclient.PinnedUpgradeServerVersion)
+	}
+	return nil
+}
+
+// waitForPoll waits until the server knows the worker's version, which it
+// learns from the worker's first poll. rollout.SetCurrent waits through the
+// NotFound a server answers until then, but the dev server (1.29.1) answers a
+// deployment none of whose workers has polled yet with FailedPrecondition
+// ("no Worker Deployment found ...; does your Worker Deployment have
+// pollers?"), which it does not wait through, and the first make run on a
+// fresh machine would fail on it.
+func waitForPoll(ctx context.Context, c client.Client) error {
+	h := c.WorkerDeploymentClient().GetHandle(rollout.DefaultDeployment)
+	notYet := func(err error) bool {
+		var notFound *serviceerror.NotFound
+		return errors.As(err, &notFound) || backoff.Transient(err)
+	}
+	return backoff.Do(ctx, backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, notYet, func(ctx context.Context) error {
+		_, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: devBuildID})
+		return err
+	}, "waiting for the worker's first poll")
+}
+
+// hasWebUI reports whether the server at address is the local one, which
+// has the dev server's Web UI on uiAddress; make run-cluster's real server
+// and a remote one have none devrun knows of.
+func hasWebUI(address string) bool { return address == localAddress }
 
 // pidFile, under dataDir, holds the process ID of the running devrun, so
 // that a script (.ci/run) can stop exactly this process, as Ctrl-C would.

@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/internal/rollout"
 )
 
 // .ci/run stops `make run` by the PID in data/devrun.pid: it is this
@@ -27,5 +36,47 @@ func TestPIDFile(t *testing.T) {
 	remove()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("PID file still there after remove: %v", err)
+	}
+}
+
+// make run's worker version becomes current once the worker polls, on the
+// dev server make run starts (a second time too), and devrun says so.
+func TestMakeCurrentOnTheDevServer(t *testing.T) {
+	srv := devserver.ForTest(t, devserver.Options{})
+	c := srv.Client()
+	opts := worker.Options{DeploymentOptions: worker.DeploymentOptions{
+		UseVersioning: true,
+		Version:       worker.WorkerDeploymentVersion{DeploymentName: rollout.DefaultDeployment, BuildID: devBuildID},
+	}}
+	w := rewardsworker.New(c, client.DefaultNamespace, nil, opts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range 2 {
+		var out strings.Builder
+		if err := makeCurrent(ctx, c, srv.FrontendHostPort(), client.DefaultNamespace, &out); err != nil {
+			t.Fatal(err)
+		}
+		want := "worker deployment entityflow, version dev: current (see it with: bin/temporal --address " + srv.FrontendHostPort()
+		if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "never moves a pinned entity") {
+			t.Fatalf("printed:\n%s\nwant it to start with %q and note the server's lack of upgrades", out.String(), want)
+		}
+	}
+	d, err := c.WorkerDeploymentClient().GetHandle(rollout.DefaultDeployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := d.Info.RoutingConfig.CurrentVersion; cur == nil || cur.BuildID != devBuildID {
+		t.Fatalf("current version %+v, want build ID %s", cur, devBuildID)
+	}
+}
+
+// The local server has the dev server's Web UI; make run-cluster's does not.
+func TestHasWebUI(t *testing.T) {
+	if !hasWebUI(localAddress) || hasWebUI("127.0.0.1:7633") {
+		t.Fatal("hasWebUI: want the Web UI for the local dev server only")
 	}
 }
