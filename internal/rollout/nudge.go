@@ -62,14 +62,17 @@ type NudgeReport struct {
 // workflows.SignalNudge, sent to its workflow ID (whichever run is current),
 // at most opts.Rate a second and at most opts.Max of them. A woken entity
 // learns that the current version changed and continues as new onto it; an
-// unversioned one moves to it at once. It waits first until the deployment's
-// last routing change has reached every task queue, as a nudge sent before
-// would not tell the entity of it. An entity that ended meanwhile counts as
-// gone; other failed signals are counted, and the first one is returned as
-// the error with the report. A sweep changes no entity's state, so running it
-// again is safe: it finds only the entities still not on the current version
-// (visibility lags a moment behind, so one that just moved may be nudged
-// twice).
+// unversioned one moves to it at once. Nudge first waits until the
+// deployment's last routing change has reached every task queue, as a nudge
+// sent before would not tell the entity of it.
+//
+// An entity that ended meanwhile counts as gone; other failed signals are
+// counted, and the first one is returned as the error with the report. A
+// sweep changes no entity's state, so running it again is safe: it finds
+// only the entities still not on the current version (visibility lags a
+// moment behind, so one that just moved may be nudged twice). A server
+// before 1.30.2 (the dev server 1.29.1 among them) never tells a Pinned
+// entity that the version changed: there the nudged entities wake and stay.
 func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport, error) {
 	r := NudgeReport{Deployment: opts.Deployment, DryRun: opts.DryRun}
 	if err := ValidateDeployment(opts.Deployment); err != nil {
