@@ -27,10 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -171,9 +169,6 @@ func run() error {
 func makeCurrent(ctx context.Context, c client.Client, address, namespace string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := waitForPoll(ctx, c); err != nil {
-		return fmt.Errorf("waiting for the worker's first poll (see data/worker.log): %w", err)
-	}
 	previous, err := rollout.SetCurrent(ctx, c, rollout.DefaultDeployment, devBuildID)
 	if err != nil {
 		return fmt.Errorf("making the worker's version current (see data/worker.log): %w", err)
@@ -198,25 +193,6 @@ func makeCurrent(ctx context.Context, c client.Client, address, namespace string
 			version, temporalclient.PinnedUpgradeServerVersion)
 	}
 	return nil
-}
-
-// waitForPoll waits until the server knows the worker's version, which it
-// learns from the worker's first poll. rollout.SetCurrent waits through the
-// NotFound a server answers until then, but the dev server (1.29.1) answers a
-// deployment none of whose workers has polled yet with FailedPrecondition
-// ("no Worker Deployment found ...; does your Worker Deployment have
-// pollers?"), which it does not wait through, and the first make run on a
-// fresh machine would fail on it.
-func waitForPoll(ctx context.Context, c client.Client) error {
-	h := c.WorkerDeploymentClient().GetHandle(rollout.DefaultDeployment)
-	notYet := func(err error) bool {
-		var notFound *serviceerror.NotFound
-		return errors.As(err, &notFound) || backoff.Transient(err)
-	}
-	return backoff.Do(ctx, backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, notYet, func(ctx context.Context) error {
-		_, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: devBuildID})
-		return err
-	}, "waiting for the worker's first poll")
 }
 
 // hasWebUI reports whether the server at address is the local one, which
