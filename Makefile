@@ -91,9 +91,11 @@ lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 # Every test: unit (Temporal test suite), fuzz seeds, replay of recorded
 # histories, and integration tests against real dev servers, a real Temporal
 # server on PostgreSQL (several worker processes, restarts), PostgreSQL and
-# Redis. REQUIRE_SERVICES=1 turns a missing service into a failure.
+# Redis. REQUIRE_SERVICES=1 turns a missing service into a failure. The
+# packages that need the real server take turns with it (a file lock), and a
+# package's wait counts towards its timeout, hence -timeout.
 test: $(TEMPORAL) cluster-tools
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
@@ -139,13 +141,16 @@ fuzz:
 
 # Records workflow histories from real dev servers into workflows/testdata/
 # (gzip, listed in its manifest.json) under the current releases
-# (histories.RewardsRelease, PlatformRelease); earlier releases' files stay.
+# (histories.RewardsRelease, PlatformRelease); earlier releases' files stay,
+# and the replay tests refuse a set that lost one (retire a fixture on purpose
+# in the manifest's "retired" list, with the date and the reason).
 # The integration tests are the one place that records: the rewards scenarios
 # and bursts (all but the 12,000-signal stream, whose histories would weigh
-# megabytes; of a burst's runs, those that show something new) and the
+# megabytes; of a burst's runs, those that show something new), the runs of
+# an entity through a versioned deploy and a rollback (real server), and the
 # activity platform's runs, tasks and schedule fires.
-histories: $(TEMPORAL)
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase)$$' ./internal/integration/
+histories: $(TEMPORAL) cluster-tools
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew)$$' ./internal/integration/
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/integration/platform/
 
 clean:
