@@ -14,15 +14,17 @@ import (
 )
 
 // deployUsage lists the deploy subcommands.
-const deployUsage = "usage: starter deploy status|nudge|set-current [flags]"
+const deployUsage = "usage: starter deploy status|nudge|set-current|ramp [flags]"
 
 // deployRequest is a parsed deploy command line.
 type deployRequest struct {
-	// sub is the subcommand: status, nudge or set-current.
+	// sub is the subcommand: status, nudge, set-current or ramp.
 	sub        string
 	deployment string
-	// buildID is set-current's version.
+	// buildID is set-current's or ramp's version.
 	buildID string
+	// percent is ramp's share of the new entities, in (0, 100].
+	percent float32
 	// nudge is nudge's options (Deployment included).
 	nudge rollout.NudgeOptions
 }
@@ -31,8 +33,8 @@ type deployRequest struct {
 // holds the global flags, and checks the names it was given, so that bad
 // input fails before any connection. getenv supplies the default deployment
 // name (WORKER_DEPLOYMENT_NAME). The default -timeout is raised for the
-// subcommands that wait: set-current for the new version's workers to poll,
-// nudge for a sweep over every entity at its pace.
+// subcommands that wait: set-current and ramp for the version's workers to
+// poll, nudge for a sweep over every entity at its pace.
 func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (deployRequest, error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return deployRequest{}, errors.New(deployUsage)
@@ -44,10 +46,15 @@ func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (d
 		defaultDeployment = rollout.DefaultDeployment
 	}
 	fs.StringVar(&req.deployment, "deployment", defaultDeployment, "Worker Deployment `name` (env "+rollout.DeploymentEnv+")")
+	var percent float64 // ramp's -percent
 	switch req.sub {
 	case "status":
 	case "set-current":
 		fs.StringVar(&req.buildID, "build-id", "", "build `id` of the version to make current (required)")
+		setDefault(fs, "timeout", 10*time.Minute)
+	case "ramp":
+		fs.StringVar(&req.buildID, "build-id", "", "build `id` of the version to ramp (required)")
+		fs.Float64Var(&percent, "percent", 0, "`percentage` of the new entities to start on the version instead of the current one, more than 0 and at most 100 (required; at 100 every new entity starts on it while the current version stays current)")
 		setDefault(fs, "timeout", 10*time.Minute)
 	case "nudge":
 		fs.Float64Var(&req.nudge.Rate, "rate", rollout.DefaultNudgeRate, "signals per second")
@@ -74,6 +81,23 @@ func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (d
 		if err := rollout.ValidateBuildID(req.buildID); err != nil {
 			return deployRequest{}, err
 		}
+	case "ramp":
+		if req.buildID == "" {
+			return deployRequest{}, errors.New("-build-id is required")
+		}
+		if err := rollout.ValidateBuildID(req.buildID); err != nil {
+			return deployRequest{}, err
+		}
+		if !isSet(fs, "percent") {
+			return deployRequest{}, errors.New("-percent is required (more than 0, at most 100)")
+		}
+		req.percent = float32(percent)
+		if percent == 0 {
+			return deployRequest{}, fmt.Errorf("-percent 0: a ramp at 0%% sends no new entity to %s; to end a ramp, make its version current (starter deploy set-current -build-id %s) or remove the ramp (temporal worker deployment set-ramping-version --deployment-name %s --delete)", req.buildID, req.buildID, req.deployment)
+		}
+		if !(req.percent > 0 && req.percent <= 100) { // NaN too
+			return deployRequest{}, fmt.Errorf("-percent %v: must be more than 0 and at most 100", percent)
+		}
 	case "nudge":
 		if req.nudge.Rate <= 0 {
 			return deployRequest{}, fmt.Errorf("-rate %v: must be positive", req.nudge.Rate)
@@ -84,6 +108,13 @@ func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (d
 		req.nudge.Deployment = req.deployment
 	}
 	return req, nil
+}
+
+// isSet reports whether flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // setDefault changes the default of flag name, as -h shows it too.
@@ -118,6 +149,12 @@ func deployCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 			return err
 		}
 		return print(out, *g.asJSON, setCurrentResult{req.deployment, req.buildID, previous}, setCurrentText(req.deployment, req.buildID, previous))
+	case "ramp":
+		previous, err := rollout.SetRamping(s.ctx, s.temporal, req.deployment, req.buildID, req.percent)
+		if err != nil {
+			return err
+		}
+		return print(out, *g.asJSON, rampResult{req.deployment, req.buildID, req.percent, previous}, rampText(req.deployment, req.buildID, req.percent, previous))
 	default: // nudge
 		r, err := rollout.Nudge(s.ctx, s.temporal, req.nudge)
 		if err != nil && r.Found == 0 {
@@ -147,4 +184,24 @@ func setCurrentText(deployment, buildID, previous string) string {
 		was = "none"
 	}
 	return fmt.Sprintf("%s: %s is now the current version (was %s); `starter deploy nudge` moves the idle entities onto it", deployment, buildID, was)
+}
+
+// rampResult is ramp's JSON answer.
+type rampResult struct {
+	Deployment             string  `json:"deployment"`
+	RampingBuildID         string  `json:"ramping_build_id"`
+	RampingPercentage      float32 `json:"ramping_percentage"`
+	PreviousRampingBuildID string  `json:"previous_ramping_build_id"`
+}
+
+// rampText is ramp's answer for a person.
+func rampText(deployment, buildID string, percent float32, previous string) string {
+	if previous == buildID {
+		return fmt.Sprintf("%s: %s was already the ramping version; it now takes %v%% of the new entities", deployment, buildID, percent)
+	}
+	was := previous
+	if was == "" {
+		was = "none"
+	}
+	return fmt.Sprintf("%s: %s is now the ramping version, taking %v%% of the new entities (was %s); running entities stay on their version, and `starter deploy set-current -build-id %s` ends the ramp", deployment, buildID, percent, was, buildID)
 }

@@ -43,6 +43,12 @@ func TestParseDeploy(t *testing.T) {
 			want: deployRequest{sub: "set-current", deployment: "entityflow", buildID: "v2"}, timeout: 10 * time.Minute},
 		{name: "set-current with a timeout", args: []string{"set-current", "-build-id", "v2", "-timeout", "30s"},
 			want: deployRequest{sub: "set-current", deployment: "entityflow", buildID: "v2"}, timeout: 30 * time.Second},
+		{name: "ramp", args: []string{"ramp", "-build-id", "v2", "-percent", "25"},
+			want: deployRequest{sub: "ramp", deployment: "entityflow", buildID: "v2", percent: 25}, timeout: 10 * time.Minute},
+		{name: "ramp a fraction, deployment from the environment", env: "blue", args: []string{"ramp", "-build-id", "v2", "-percent", "0.5", "-timeout", "30s"},
+			want: deployRequest{sub: "ramp", deployment: "blue", buildID: "v2", percent: 0.5}, timeout: 30 * time.Second},
+		{name: "ramp everything", args: []string{"ramp", "-percent", "100", "-build-id", "v2", "-json"},
+			want: deployRequest{sub: "ramp", deployment: "entityflow", buildID: "v2", percent: 100}, timeout: 10 * time.Minute},
 		{name: "nudge defaults", args: []string{"nudge"},
 			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", 20, 0, false)}, timeout: 24 * time.Hour},
 		{name: "nudge", env: "blue", args: []string{"nudge", "-rate", "2.5", "-max", "100", "-dry-run"},
@@ -55,6 +61,18 @@ func TestParseDeploy(t *testing.T) {
 		{name: "set-current without a build", args: []string{"set-current"}, err: "-build-id is required"},
 		{name: "set-current, bad build", args: []string{"set-current", "-build-id", "v'2"},
 			err: `build ID "v'2": quotes, backslashes and control characters are not allowed`},
+		{name: "ramp without a build", args: []string{"ramp", "-percent", "10"}, err: "-build-id is required"},
+		{name: "ramp, bad build", args: []string{"ramp", "-build-id", "v\\2", "-percent", "10"},
+			err: `build ID "v\\2": quotes, backslashes and control characters are not allowed`},
+		{name: "ramp without a percentage", args: []string{"ramp", "-build-id", "v2"}, err: "-percent is required (more than 0, at most 100)"},
+		{name: "ramp at 0%", args: []string{"ramp", "-build-id", "v2", "-percent", "0"},
+			err: "-percent 0: a ramp at 0% sends no new entity to v2; to end a ramp, make its version current (starter deploy set-current -build-id v2) or remove the ramp (temporal worker deployment set-ramping-version --deployment-name entityflow --delete)"},
+		{name: "ramp over 100%", args: []string{"ramp", "-build-id", "v2", "-percent", "100.5"}, err: "-percent 100.5: must be more than 0 and at most 100"},
+		{name: "negative ramp", args: []string{"ramp", "-build-id", "v2", "-percent", "-5"}, err: "-percent -5: must be more than 0 and at most 100"},
+		{name: "ramp at NaN", args: []string{"ramp", "-build-id", "v2", "-percent", "NaN"}, err: "-percent NaN: must be more than 0 and at most 100"},
+		{name: "ramp at a percentage a float32 cannot hold", args: []string{"ramp", "-build-id", "v2", "-percent", "1e-50"},
+			err: "-percent 1e-50: must be more than 0 and at most 100"},
+		{name: "a ramp's flag on set-current", args: []string{"set-current", "-build-id", "v2", "-percent", "10"}, err: "flag provided but not defined: -percent"},
 		{name: "bad deployment", args: []string{"status", "-deployment", "a.b"}, err: `deployment name "a.b": '.' and ':' are not allowed`},
 		{name: "empty deployment", args: []string{"nudge", "-deployment", ""}, err: "deployment name is empty"},
 		{name: "zero rate", args: []string{"nudge", "-rate", "0"}, err: "-rate 0: must be positive"},
@@ -97,6 +115,8 @@ func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
 	for _, args := range [][]string{
 		{"deploy"},
 		{"deploy", "set-current"},
+		{"deploy", "ramp", "-build-id", "v2"},
+		{"deploy", "ramp", "-build-id", "v2", "-percent", "0"},
 		{"deploy", "nudge", "-rate", "-1"},
 		{"deploy", "status", "-deployment", "a:b"},
 	} {
@@ -108,13 +128,18 @@ func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
 }
 
 func TestDeployHelp(t *testing.T) {
-	_, stderr, err := runStarter(t, "deploy", "nudge", "-h")
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
-	}
-	for _, f := range []string{"Usage of starter deploy nudge:", "-deployment name", "-rate", "-max", "-dry-run", "-json", "(default 24h0m0s)"} {
-		if !strings.Contains(stderr, f) {
-			t.Errorf("deploy nudge -h does not show %s:\n%s", f, stderr)
+	for sub, want := range map[string][]string{
+		"nudge": {"Usage of starter deploy nudge:", "-deployment name", "-rate", "-max", "-dry-run", "-json", "(default 24h0m0s)"},
+		"ramp":  {"Usage of starter deploy ramp:", "-deployment name", "-build-id id", "-percent percentage", "while the current version stays current", "-json", "(default 10m0s)"},
+	} {
+		_, stderr, err := runStarter(t, "deploy", sub, "-h")
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("deploy %s -h: err = %v, want flag.ErrHelp", sub, err)
+		}
+		for _, f := range want {
+			if !strings.Contains(stderr, f) {
+				t.Errorf("deploy %s -h does not show %s:\n%s", sub, f, stderr)
+			}
 		}
 	}
 }
@@ -131,9 +156,28 @@ func TestSetCurrentText(t *testing.T) {
 	}
 }
 
+func TestRampText(t *testing.T) {
+	for _, tc := range []struct {
+		build    string
+		percent  float32
+		previous string
+		want     string
+	}{
+		{"v2", 25, "", "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities stay on their version, and `starter deploy set-current -build-id v2` ends the ramp"},
+		{"v3", 12.5, "v2", "entityflow: v3 is now the ramping version, taking 12.5% of the new entities (was v2); running entities stay on their version, and `starter deploy set-current -build-id v3` ends the ramp"},
+		{"v2", 100, "v2", "entityflow: v2 was already the ramping version; it now takes 100% of the new entities"},
+	} {
+		if got := rampText("entityflow", tc.build, tc.percent, tc.previous); got != tc.want {
+			t.Errorf("rampText(%q, %v, %q) = %q, want %q", tc.build, tc.percent, tc.previous, got, tc.want)
+		}
+	}
+}
+
 // The deploy commands end to end on a dev server, with an in-process worker
 // of version v1: set-current waits for it, status counts the entity on it,
-// a dry-run nudge finds nothing to move. Text and -json both.
+// a dry-run nudge finds nothing to move. Then a worker of v2 starts: ramp
+// waits for it, status shows the ramp, and set-current v2 ends it. Text and
+// -json both.
 func TestDeployCommandsOnADevServer(t *testing.T) {
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
@@ -184,5 +228,49 @@ func TestDeployCommandsOnADevServer(t *testing.T) {
 	out, _, err = runStarter(t, "deploy", "status", "-deployment", "other", "-address", address)
 	if err == nil || !strings.Contains(err.Error(), "describing Worker Deployment other (no worker of it has polled namespace default?)") {
 		t.Fatalf("status of an unknown deployment: %v, %q", err, out)
+	}
+
+	w2 := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
+		DeploymentOptions: worker.DeploymentOptions{UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}},
+	})
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	out, _, err = runStarter(t, "deploy", "ramp", "-build-id", "v2", "-percent", "25", "-address", address)
+	if want := "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities stay on their version, and `starter deploy set-current -build-id v2` ends the ramp\n"; err != nil || out != want {
+		t.Fatalf("ramp: %v, %q; want %q", err, out, want)
+	}
+	out, _, err = runStarter(t, "deploy", "status", "-address", address)
+	if err != nil || !strings.Contains(out, "current version v1, ramping v2 at 25%\n") {
+		t.Fatalf("status while ramping: %v\n%s", err, out)
+	}
+	out, _, err = runStarter(t, "deploy", "ramp", "-build-id", "v2", "-percent", "100", "-json", "-address", address)
+	var ramp rampResult
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &ramp)
+	}
+	if want := (rampResult{"entityflow", "v2", 100, "v2"}); err != nil || ramp != want {
+		t.Fatalf("ramp -json: %v, %+v; want %+v\n%s", err, ramp, want, out)
+	}
+	out, _, err = runStarter(t, "deploy", "status", "-json", "-address", address)
+	r = rollout.Report{}
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &r)
+	}
+	if err != nil || r.CurrentBuildID != "v1" || r.RampingBuildID != "v2" || r.RampingPercentage != 100 || len(r.Versions) != 2 || r.Versions[0].BuildID != "v2" || r.Versions[0].Status != "ramping" {
+		t.Fatalf("status -json while ramping: %v, %+v", err, r)
+	}
+	out, _, err = runStarter(t, "deploy", "set-current", "-build-id", "v2", "-address", address)
+	if want := "entityflow: v2 is now the current version (was v1); `starter deploy nudge` moves the idle entities onto it\n"; err != nil || out != want {
+		t.Fatalf("set-current of the ramping version: %v, %q; want %q", err, out, want)
+	}
+	out, _, err = runStarter(t, "deploy", "status", "-json", "-address", address)
+	r = rollout.Report{}
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &r)
+	}
+	if err != nil || r.CurrentBuildID != "v2" || r.RampingBuildID != "" || r.RampingPercentage != 0 {
+		t.Fatalf("status -json after set-current ended the ramp: %v, %+v", err, r)
 	}
 }

@@ -12,6 +12,7 @@
 //	starter schedules sync
 //	starter deploy status      [-deployment entityflow]
 //	starter deploy set-current -build-id B [-deployment entityflow]
+//	starter deploy ramp        -build-id B -percent P [-deployment entityflow]
 //	starter deploy nudge       [-deployment entityflow] [-rate 20] [-max 0] [-dry-run]
 //
 // Every command takes -json for machine-readable output, and -address and
@@ -56,6 +57,7 @@ commands:
   schedules sync   make the Temporal Schedules match the stored cron definitions
   deploy status    a Worker Deployment's versions and the entities on each
   deploy set-current   make a version current once its workers poll
+  deploy ramp      start a share of the new entities on a version once its workers poll
   deploy nudge     wake the entities not on the current version so they move onto it
 
 run "starter <command> -h" for a command's flags`
