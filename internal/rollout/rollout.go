@@ -125,7 +125,12 @@ func notYetPolled(err error) bool {
 		notFound     *serviceerror.NotFound
 		precondition *serviceerror.FailedPrecondition
 	)
-	return errors.As(err, &notFound) || errors.As(err, &precondition) || backoff.Transient(err)
+	if errors.As(err, &precondition) {
+		// Asking to ramp the current version (or the like) will not change
+		// by waiting.
+		return !strings.Contains(precondition.Error(), "already current")
+	}
+	return errors.As(err, &notFound) || backoff.Transient(err)
 }
 
 // retry is backoff.Retry under waitPolicy. When ctx ends while it waits, the

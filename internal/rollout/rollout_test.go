@@ -346,6 +346,7 @@ func TestNotYetPolled(t *testing.T) {
 		{serviceerror.NewNotFound("build ID 'v2' not found in Worker Deployment 'entityflow'"), true},
 		{serviceerror.NewFailedPrecondition("no Worker Deployment found with name x; does your Worker Deployment have pollers?"), true},
 		{serviceerror.NewUnavailable("down"), true},
+		{serviceerror.NewFailedPrecondition("requested ramping version entityflow.v1 is already current"), false},
 		{serviceerror.NewInvalidArgument("deployment name cannot contain '.'"), false},
 		{serviceerror.NewPermissionDenied("no", ""), false},
 	} {
