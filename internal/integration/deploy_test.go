@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -158,27 +157,19 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	for _, w := range slices.Concat(v1, v2) {
 		w.stop(t, syscall.SIGTERM)
 	}
-	recordDeployIfAsked(t, c, idle[0])
+	// The runs of one idle entity, from v1 to v2 by the sweep and back by the
+	// rollback, carry the server's news of a new target version and the
+	// ContinueAsNew onto it.
+	recordRuns(t, c, idle[0], "deploy", func([]histories.Run, histories.Run) bool { return true })
 }
 
 // startVersionedWorker starts the worker program as build of the test's
-// deployment in namespace, holding new runs at release.
+// deployment in namespace, on the rewards task queue, holding new runs at
+// release.
 func startVersionedWorker(t *testing.T, bin, address, namespace, db, build string, release int) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "-address", address, "-namespace", namespace, "-database-url", db,
-		"-task-queues", workflows.RewardsTaskQueue, "-metrics-addr", "off", "-log-level", "error",
+	return startWorkerProcess(t, bin, address, db, "-namespace", namespace, "-task-queues", workflows.RewardsTaskQueue,
 		"-deployment-name", deployment, "-build-id", build, "-rewards-release", fmt.Sprint(release))
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd
 }
 
 // ledger sends events and remembers what each customer must end with.
@@ -399,32 +390,4 @@ func runBuild(hist *historypb.History, failures map[string]int) (string, error) 
 		return strings.Join(builds, "+"), errors.New("workflow tasks completed by builds " + strings.Join(builds, ", ") + "; want one")
 	}
 	return builds[0], nil
-}
-
-// recordDeployIfAsked stores the runs of one idle entity, which went from v1
-// to v2 through the sweep and back through the rollback, as release fixtures
-// when RECORD_HISTORIES is set: their histories carry the server's news of a
-// new target version and the ContinueAsNew onto it.
-func recordDeployIfAsked(t *testing.T, c client.Client, customer string) {
-	t.Helper()
-	if os.Getenv("RECORD_HISTORIES") == "" {
-		return
-	}
-	workflowID := workflows.RewardsWorkflowID(customer)
-	runs, err := histories.Chain(context.Background(), c, workflowID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range runs {
-		fx := histories.Fixture{
-			File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("deploy-run%d", i+1)),
-			WorkflowID: workflowID,
-			Release:    histories.RewardsRelease,
-			Scenario:   t.Name(),
-		}
-		if err := histories.Write(fixtureDir, fx, r.History); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s (%d events)", fx.File, len(r.History.GetEvents()))
-	}
 }

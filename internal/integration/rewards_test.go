@@ -293,6 +293,16 @@ var fixtureDir = filepath.Join("..", "..", "workflows", "testdata")
 // server restart hit.
 func recordIfAsked(t *testing.T, c client.Client, customer string, also ...string) {
 	t.Helper()
+	recordRuns(t, c, customer, customer, func(runs []histories.Run, r histories.Run) bool {
+		return slices.Contains(also, r.RunID) || slices.ContainsFunc(histories.Novel(runs), func(n histories.Run) bool { return n.RunID == r.RunID })
+	})
+}
+
+// recordRuns stores, when RECORD_HISTORIES is set, the runs of the
+// customer's entity that keep picks as fixtures {name}-run{n} of the current
+// rewards release.
+func recordRuns(t *testing.T, c client.Client, customer, name string, keep func(runs []histories.Run, r histories.Run) bool) {
+	t.Helper()
 	if os.Getenv("RECORD_HISTORIES") == "" {
 		return
 	}
@@ -301,13 +311,12 @@ func recordIfAsked(t *testing.T, c client.Client, customer string, also ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	novel := histories.Novel(runs)
 	for i, r := range runs {
-		if !slices.Contains(also, r.RunID) && !slices.ContainsFunc(novel, func(n histories.Run) bool { return n.RunID == r.RunID }) {
+		if !keep(runs, r) {
 			continue
 		}
 		fx := histories.Fixture{
-			File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("%s-run%d", customer, i+1)),
+			File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("%s-run%d", name, i+1)),
 			WorkflowID: workflowID,
 			Release:    histories.RewardsRelease,
 			Scenario:   t.Name(),
@@ -359,14 +368,15 @@ func buildWorker(t *testing.T) string {
 }
 
 // startWorkerProcess starts the worker program against the server at
-// address and the database at db ("" gives it a SQLite file of its own); the
-// test ends it if it has not.
-func startWorkerProcess(t *testing.T, bin, address, db string) *exec.Cmd {
+// address and the database at db ("" gives it a SQLite file of its own), with
+// more flags if given; the test ends it if it has not.
+func startWorkerProcess(t *testing.T, bin, address, db string, flags ...string) *exec.Cmd {
 	t.Helper()
 	if db == "" {
 		db = "sqlite://" + filepath.Join(t.TempDir(), "entity.db")
 	}
-	cmd := exec.Command(bin, "-address", address, "-database-url", db, "-metrics-addr", "off", "-log-level", "error")
+	args := append([]string{"-address", address, "-database-url", db, "-metrics-addr", "off", "-log-level", "error"}, flags...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
