@@ -165,10 +165,20 @@ func run() error {
 }
 
 // makeCurrent makes the worker's version current once the worker polls, so
-// that the demo's new entities start on it, and prints where to see it.
+// that the demo's new entities start on it, and prints where to see it. It
+// refuses to take over a deployment whose current version is another build:
+// on a shared server that would move every pinned entity of that deployment
+// to this laptop's worker.
 func makeCurrent(ctx context.Context, c client.Client, address, namespace string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	desc, err := c.WorkerDeploymentClient().GetHandle(rollout.DefaultDeployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err == nil {
+		if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil && cur.BuildID != devBuildID {
+			return fmt.Errorf("worker deployment %s on %s already runs build %s: make run will not make its own build %s current there "+
+				"(every entity of that deployment would move to it); run make run against a server of its own", rollout.DefaultDeployment, address, cur.BuildID, devBuildID)
+		}
+	}
 	previous, err := rollout.SetCurrent(ctx, c, rollout.DefaultDeployment, devBuildID)
 	if err != nil {
 		return fmt.Errorf("making the worker's version current (see data/worker.log): %w", err)

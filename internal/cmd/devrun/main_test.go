@@ -74,6 +74,40 @@ func TestMakeCurrentOnTheDevServer(t *testing.T) {
 	}
 }
 
+// On a server whose entityflow deployment already runs another build, make
+// run leaves the routing alone and says why.
+func TestMakeCurrentLeavesAnotherBuildCurrent(t *testing.T) {
+	srv := devserver.ForTest(t, devserver.Options{})
+	c := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, build := range []string{"prod-1", devBuildID} {
+		w := rewardsworker.New(c, client.DefaultNamespace, nil, worker.Options{DeploymentOptions: worker.DeploymentOptions{
+			UseVersioning: true,
+			Version:       worker.WorkerDeploymentVersion{DeploymentName: rollout.DefaultDeployment, BuildID: build},
+		}})
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	if _, err := rollout.SetCurrent(ctx, c, rollout.DefaultDeployment, "prod-1"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := makeCurrent(ctx, c, srv.FrontendHostPort(), client.DefaultNamespace, &out)
+	if err == nil || !strings.Contains(err.Error(), "already runs build prod-1") {
+		t.Fatalf("makeCurrent: %v, want a refusal naming prod-1", err)
+	}
+	d, err := c.WorkerDeploymentClient().GetHandle(rollout.DefaultDeployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := d.Info.RoutingConfig.CurrentVersion; cur == nil || cur.BuildID != "prod-1" {
+		t.Fatalf("current version %+v, want prod-1 left alone", cur)
+	}
+}
+
 // The local server has the dev server's Web UI; make run-cluster's does not.
 func TestHasWebUI(t *testing.T) {
 	if !hasWebUI(localAddress) || hasWebUI("127.0.0.1:7633") {
