@@ -216,7 +216,11 @@ func (s *Server) start() error {
 	}
 	cmd := exec.Command(filepath.Join(s.opts.Bin, "temporal-server"), "--config-file", cfg, "--allow-no-auth", "start")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process group of its own keeps a terminal's Ctrl-C from reaching it
+	// before its owner stops it; Pdeathsig ends it with its owner all the
+	// same, so a test binary killed by its timeout leaves no server holding
+	// the test ports.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("starting temporal-server: %w", err)
@@ -263,6 +267,80 @@ func (s *Server) AddNamespace(ctx context.Context, name string) error {
 		return fmt.Errorf("adding namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// DeleteNamespace deletes namespace name with everything in it: the server
+// marks it deleted at once, so nothing of it runs any more (its workflows,
+// including the system workflows of its Worker Deployments), and reclaims
+// its executions in the background.
+func (s *Server) DeleteNamespace(ctx context.Context, name string) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: quiet{}})
+	if err != nil {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	defer c.Close()
+	return deleteNamespace(ctx, c, name)
+}
+
+func deleteNamespace(ctx context.Context, c client.Client, name string) error {
+	_, err := c.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{
+		Namespace: name, NamespaceDeleteDelay: durationpb.New(0),
+	})
+	var notFound *serviceerror.NamespaceNotFound
+	if err != nil && !errors.As(err, &notFound) {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// NamespaceForTest adds a namespace of the test's own, named prefix and a
+// unique suffix, and deletes it when the test ends, so that what the test
+// leaves running (entities, Worker Deployments and their system workflows)
+// does not go on loading the server of later tests on the same databases.
+func (s *Server) NamespaceForTest(t testing.TB, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	if err := s.AddNamespace(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.DeleteNamespace(ctx, name); err != nil {
+			t.Logf("cleaning up: %v", err)
+		}
+	})
+	return name
+}
+
+// deleteTestNamespaces deletes every user namespace but the server's own
+// (Options.Namespace): on the test databases they can only be left over from
+// tests that did not end cleanly.
+func (s *Server) deleteTestNamespaces(ctx context.Context) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: quiet{}})
+	if err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	defer c.Close()
+	var token []byte
+	for {
+		resp, err := c.WorkflowService().ListNamespaces(ctx, &workflowservice.ListNamespacesRequest{PageSize: 100, NextPageToken: token})
+		if err != nil {
+			return fmt.Errorf("listing namespaces: %w", err)
+		}
+		for _, ns := range resp.GetNamespaces() {
+			name := ns.GetNamespaceInfo().GetName()
+			if name == s.Namespace || name == "temporal-system" || ns.GetNamespaceInfo().GetState() != enums.NAMESPACE_STATE_REGISTERED {
+				continue
+			}
+			if err := deleteNamespace(ctx, c, name); err != nil {
+				return err
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return nil
+		}
+	}
 }
 
 // registerNamespace registers namespace name when missing, adds the search
@@ -483,6 +561,9 @@ func ForTestWith(t testing.TB, dynamicConfig map[string]any) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
+	if err := srv.deleteTestNamespaces(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return srv
 }
 

@@ -145,4 +145,15 @@ func TestAddNamespace(t *testing.T) {
 			t.Errorf("namespace %s lacks search attribute %s", ns, attr)
 		}
 	}
+
+	// A namespace left behind is deleted when the next test's server starts.
+	if err := srv.deleteTestNamespaces(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns}); err == nil {
+		t.Errorf("namespace %s still there after deleteTestNamespaces", ns)
+	}
+	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace}); err != nil {
+		t.Errorf("the server's own namespace went too: %v", err)
+	}
 }
