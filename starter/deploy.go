@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -99,8 +100,8 @@ func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (d
 			return deployRequest{}, fmt.Errorf("-percent %v: must be more than 0 and at most 100", percent)
 		}
 	case "nudge":
-		if req.nudge.Rate <= 0 {
-			return deployRequest{}, fmt.Errorf("-rate %v: must be positive", req.nudge.Rate)
+		if !(req.nudge.Rate > 0) || math.IsInf(req.nudge.Rate, 0) { // NaN too
+			return deployRequest{}, fmt.Errorf("-rate %v: must be a positive number", req.nudge.Rate)
 		}
 		if req.nudge.Max < 0 {
 			return deployRequest{}, fmt.Errorf("-max %d: must be 0 (all) or more", req.nudge.Max)
@@ -145,13 +146,13 @@ func deployCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		return print(out, *g.asJSON, r, strings.TrimSuffix(r.Text(), "\n"))
 	case "set-current":
 		previous, err := rollout.SetCurrent(s.ctx, s.temporal, req.deployment, req.buildID)
-		if err != nil {
+		if err = stillPropagating(err); err != nil {
 			return err
 		}
 		return print(out, *g.asJSON, setCurrentResult{req.deployment, req.buildID, previous}, setCurrentText(req.deployment, req.buildID, previous))
 	case "ramp":
 		previous, err := rollout.SetRamping(s.ctx, s.temporal, req.deployment, req.buildID, req.percent)
-		if err != nil {
+		if err = stillPropagating(err); err != nil {
 			return err
 		}
 		return print(out, *g.asJSON, rampResult{req.deployment, req.buildID, req.percent, previous}, rampText(req.deployment, req.buildID, req.percent, previous))
@@ -165,6 +166,17 @@ func deployCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		}
 		return err
 	}
+}
+
+// stillPropagating lets a routing change that was made but has not reached
+// every task queue yet pass as done, with a warning on stderr: the switch
+// stands, and a later sweep reaches the entities it missed.
+func stillPropagating(err error) error {
+	if errors.Is(err, rollout.ErrStillPropagating) {
+		fmt.Fprintln(os.Stderr, "starter: warning:", oneLine(err), "(run `starter deploy nudge` again later)")
+		return nil
+	}
+	return err
 }
 
 // setCurrentResult is set-current's JSON answer.
@@ -203,5 +215,5 @@ func rampText(deployment, buildID string, percent float32, previous string) stri
 	if was == "" {
 		was = "none"
 	}
-	return fmt.Sprintf("%s: %s is now the ramping version, taking %v%% of the new entities (was %s); running entities stay on their version, and `starter deploy set-current -build-id %s` ends the ramp", deployment, buildID, percent, was, buildID)
+	return fmt.Sprintf("%s: %s is now the ramping version, taking %v%% of the new entities (was %s); running entities in that share move to it at their next ContinueAsNew, and `starter deploy set-current -build-id %s` ends the ramp", deployment, buildID, percent, was, buildID)
 }

@@ -75,7 +75,9 @@ func TestParseDeploy(t *testing.T) {
 		{name: "a ramp's flag on set-current", args: []string{"set-current", "-build-id", "v2", "-percent", "10"}, err: "flag provided but not defined: -percent"},
 		{name: "bad deployment", args: []string{"status", "-deployment", "a.b"}, err: `deployment name "a.b": '.' and ':' are not allowed`},
 		{name: "empty deployment", args: []string{"nudge", "-deployment", ""}, err: "deployment name is empty"},
-		{name: "zero rate", args: []string{"nudge", "-rate", "0"}, err: "-rate 0: must be positive"},
+		{name: "zero rate", args: []string{"nudge", "-rate", "0"}, err: "-rate 0: must be a positive number"},
+		{name: "rate NaN", args: []string{"nudge", "-rate", "NaN"}, err: "-rate NaN: must be a positive number"},
+		{name: "rate infinite", args: []string{"nudge", "-rate", "+Inf"}, err: "-rate +Inf: must be a positive number"},
 		{name: "negative max", args: []string{"nudge", "-max", "-1"}, err: "-max -1: must be 0 (all) or more"},
 		{name: "a flag of another subcommand", args: []string{"status", "-build-id", "v2"}, err: "flag provided but not defined: -build-id"},
 	} {
@@ -163,8 +165,8 @@ func TestRampText(t *testing.T) {
 		previous string
 		want     string
 	}{
-		{"v2", 25, "", "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities stay on their version, and `starter deploy set-current -build-id v2` ends the ramp"},
-		{"v3", 12.5, "v2", "entityflow: v3 is now the ramping version, taking 12.5% of the new entities (was v2); running entities stay on their version, and `starter deploy set-current -build-id v3` ends the ramp"},
+		{"v2", 25, "", "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities in that share move to it at their next ContinueAsNew, and `starter deploy set-current -build-id v2` ends the ramp"},
+		{"v3", 12.5, "v2", "entityflow: v3 is now the ramping version, taking 12.5% of the new entities (was v2); running entities in that share move to it at their next ContinueAsNew, and `starter deploy set-current -build-id v3` ends the ramp"},
 		{"v2", 100, "v2", "entityflow: v2 was already the ramping version; it now takes 100% of the new entities"},
 	} {
 		if got := rampText("entityflow", tc.build, tc.percent, tc.previous); got != tc.want {
@@ -238,7 +240,7 @@ func TestDeployCommandsOnADevServer(t *testing.T) {
 	}
 	defer w2.Stop()
 	out, _, err = runStarter(t, "deploy", "ramp", "-build-id", "v2", "-percent", "25", "-address", address)
-	if want := "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities stay on their version, and `starter deploy set-current -build-id v2` ends the ramp\n"; err != nil || out != want {
+	if want := "entityflow: v2 is now the ramping version, taking 25% of the new entities (was none); running entities in that share move to it at their next ContinueAsNew, and `starter deploy set-current -build-id v2` ends the ramp\n"; err != nil || out != want {
 		t.Fatalf("ramp: %v, %q; want %q", err, out, want)
 	}
 	out, _, err = runStarter(t, "deploy", "status", "-address", address)

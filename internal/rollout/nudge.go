@@ -55,6 +55,10 @@ type NudgeReport struct {
 	// MaxReached says the sweep stopped at NudgeOptions.Max with more
 	// entities left: run it again for them.
 	MaxReached bool `json:"max_reached"`
+	// Propagating says the last routing change had still not reached every
+	// task queue when the sweep began (ErrStillPropagating): entities woken
+	// then may not hear of it; run the sweep again later.
+	Propagating bool `json:"propagating,omitempty"`
 }
 
 // Nudge wakes every running rewards entity that is not on the current version
@@ -64,7 +68,8 @@ type NudgeReport struct {
 // learns that the current version changed and continues as new onto it; an
 // unversioned one moves to it at once. Nudge first waits until the
 // deployment's last routing change has reached every task queue, as a nudge
-// sent before would not tell the entity of it.
+// sent before would not tell the entity of it; after propagationWait it
+// sweeps anyway and says so (NudgeReport.Propagating).
 //
 // An entity that ended meanwhile counts as gone; other failed signals are
 // counted, and the first one is returned as the error with the report. A
@@ -86,7 +91,10 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 		return r, fmt.Errorf("max %d: must be 0 (all) or more", opts.Max)
 	}
 	desc, err := routed(ctx, c, opts.Deployment)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrStillPropagating):
+		r.Propagating = true
+	case err != nil:
 		return r, err
 	}
 	r.CurrentBuildID = desc.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentDeploymentVersion().GetBuildId()
@@ -209,6 +217,9 @@ func (r NudgeReport) Text() string {
 	}
 	if r.MaxReached {
 		b.WriteString("; stopped at -max, more remain: run it again")
+	}
+	if r.Propagating {
+		b.WriteString("; the routing change was still propagating: run it again later")
 	}
 	return b.String()
 }

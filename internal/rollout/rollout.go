@@ -47,6 +47,11 @@ var waitPolicy = backoff.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.S
 // errPropagating says a routing change has not reached every task queue yet.
 var errPropagating = errors.New("the routing change is still propagating to the task queues")
 
+// ErrStillPropagating reports a routing change that was made but had not
+// reached every task queue after propagationWait: entities woken meanwhile
+// may not hear of it yet, so a sweep is worth running again later.
+var ErrStillPropagating = errors.New("routing change made, still propagating to the task queues")
+
 // SetCurrent makes buildID the current version of deployment: new entities
 // start on it, and every entity moves to it at its next ContinueAsNew. A
 // version exists only once one of its workers has polled, and it must poll
@@ -77,10 +82,13 @@ func SetCurrent(ctx context.Context, c client.Client, deployment, buildID string
 	return previous, nil
 }
 
-// SetRamping sends percentage (0 to 100) of the new entities of deployment to
-// buildID instead of the current version, waiting as SetCurrent does, and
-// returns the previous ramping build ID. An entity already running is not
-// moved by a ramp. Making the ramping version current ends the ramp.
+// SetRamping makes buildID the target of percentage (0 to 100) of the
+// deployment's workflow IDs instead of the current version, waiting as
+// SetCurrent does, and returns the previous ramping build ID. The share is
+// taken by workflow ID: new entities in it start on buildID, and running
+// entities in it are told of a new target and move at their next
+// ContinueAsNew, as for a new current version. Making the ramping version
+// current ends the ramp.
 func SetRamping(ctx context.Context, c client.Client, deployment, buildID string, percentage float32) (previous string, err error) {
 	if err := checkNames(deployment, buildID); err != nil {
 		return "", err
@@ -171,20 +179,34 @@ func describe(ctx context.Context, c client.Client, deployment string) (*workflo
 	return resp, nil
 }
 
+// propagationWait bounds how long routed waits for a routing change to reach
+// the task queues: seconds on a healthy server; longer means something is
+// wrong, which an operator should hear of rather than wait out.
+const propagationWait = 2 * time.Minute
+
 // routed waits until the deployment's last routing change has reached every
-// task queue, and returns its description then.
+// task queue, and returns its description then. After propagationWait it
+// returns the last description with ErrStillPropagating.
 func routed(ctx context.Context, c client.Client, deployment string) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	wait, cancel := context.WithTimeout(ctx, propagationWait)
+	defer cancel()
+	var last *workflowservice.DescribeWorkerDeploymentResponse
 	retryable := func(err error) bool { return errors.Is(err, errPropagating) || backoff.Transient(err) }
-	return retry(ctx, retryable, func(ctx context.Context) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
+	resp, err := retry(wait, retryable, func(ctx context.Context) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
 		resp, err := describe(ctx, c, deployment)
 		if err != nil {
 			return nil, err
 		}
 		if resp.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState() == enums.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS {
+			last = resp
 			return nil, errPropagating
 		}
 		return resp, nil
 	})
+	if err != nil && last != nil && ctx.Err() == nil && wait.Err() != nil {
+		return last, fmt.Errorf("%w after %v", ErrStillPropagating, propagationWait)
+	}
+	return resp, err
 }
 
 // namespaceOf returns the namespace c was dialled for, which the service
