@@ -84,6 +84,38 @@ func quiet(ctx context.Context, c client.Client, workflowID string) error {
 	return nil
 }
 
+// idle reports whether the entity is quiet (nothing pending) and has no
+// short timer left that would wake it (a search attribute write): only the
+// inactivity timer, a year away, may be pending.
+func idle(ctx context.Context, c client.Client, workflowID string) error {
+	if err := quiet(ctx, c, workflowID); err != nil {
+		return err
+	}
+	pending := map[string]time.Duration{}
+	iter := c.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return err
+		}
+		if a := ev.GetTimerStartedEventAttributes(); a != nil {
+			pending[a.GetTimerId()] = a.GetStartToFireTimeout().AsDuration()
+		}
+		if a := ev.GetTimerFiredEventAttributes(); a != nil {
+			delete(pending, a.GetTimerId())
+		}
+		if a := ev.GetTimerCanceledEventAttributes(); a != nil {
+			delete(pending, a.GetTimerId())
+		}
+	}
+	for id, d := range pending {
+		if d < time.Hour {
+			return fmt.Errorf("%s has timer %s of %v pending", workflowID, id, d)
+		}
+	}
+	return nil
+}
+
 // buildOf returns the build ID the entity's current run is on, empty when
 // unversioned.
 func buildOf(ctx context.Context, c client.Client, workflowID string) (string, error) {
@@ -132,10 +164,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	suffix := fmt.Sprint(time.Now().UnixNano())
-	namespace := "rollout-" + suffix
-	if err := srv.AddNamespace(ctx, namespace); err != nil {
-		t.Fatal(err)
-	}
+	namespace := srv.NamespaceForTest(t, "rollout")
 	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: namespace, Logger: log.NewStructuredLogger(quietLogger(t))})
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +173,18 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	const deployment = rollout.DefaultDeployment
 	rc := &rewardsclient.Client{Temporal: c, AttemptTimeout: 10 * time.Second}
 	points := map[string]workflows.Status{}
+	// enroll creates an idle entity: its one event crosses into the gold
+	// tier, so its search attributes are written within a second (a points
+	// change within a tier is written up to a minute later), and the test
+	// waits until no timer is left that would wake it and let it see a new
+	// version without a nudge.
 	enroll := func(customer string, amount int64) {
 		t.Helper()
 		ev := workflows.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: amount}
 		if _, err := rc.ApplyPoints(ctx, customer, ev); err != nil {
 			t.Fatalf("%s: %v", customer, err)
 		}
-		waitFor(t, ctx, customer+" to be idle", func() error { return quiet(ctx, c, workflows.RewardsWorkflowID(customer)) })
+		waitFor(t, ctx, customer+" to be idle", func() error { return idle(ctx, c, workflows.RewardsWorkflowID(customer)) })
 		st, err := rc.Status(ctx, customer)
 		if err != nil {
 			t.Fatal(err)
@@ -161,7 +195,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	// One entity from before versioning: an unversioned worker runs it.
 	unversioned := "rollout-u-" + suffix
 	stopUnversioned := startWorker(t, c, namespace, "", "")
-	enroll(unversioned, 7)
+	enroll(unversioned, 507)
 	stopUnversioned()
 
 	startWorker(t, c, namespace, deployment, "v1")
@@ -172,7 +206,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	var onV1 []string
 	for i := range 4 {
 		customer := fmt.Sprintf("rollout-%d-%s", i, suffix)
-		enroll(customer, int64(10*(i+1)))
+		enroll(customer, int64(500+10*(i+1)))
 		onV1 = append(onV1, customer)
 	}
 	waitFor(t, ctx, "Status to count the entities on v1", func() error {
@@ -204,7 +238,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		}
 	}
 	born := "rollout-new-" + suffix
-	enroll(born, 5)
+	enroll(born, 505)
 	all := append(slices.Clone(onV1), unversioned, born)
 
 	// Upgrades are lazy: the idle entities stay where they are until woken.
