@@ -43,9 +43,10 @@ const (
 //     carries them through ContinueAsNew) are not written again when they
 //     still hold the state's values.
 //
-// A continued run of release 2 starts with five events of its own (two
-// markers, two TemporalChangeVersion upserts, one RewardsTier/RewardsPoints
-// upsert); one of release 3 with two.
+// A continued run of release 2 starts with six events of its own (two
+// version markers, two TemporalChangeVersion upserts, the marker of the
+// search attribute check, one RewardsTier/RewardsPoints upsert); one of
+// release 3 with two.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

@@ -106,6 +106,48 @@ func TestEntityContinuesAsNewOntoTheTargetVersion(t *testing.T) {
 	}
 }
 
+// News of a new target version that is taken back (a rollback) before the
+// run could continue as new leaves the run where it is.
+func TestTargetChangeTakenBackBeforeASafePoint(t *testing.T) {
+	h := newEntity(t)
+	h.prepare = slowActivity(workflows.ActivityNotifyTierChange, 10*time.Minute)
+	res := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
+		signal(env, time.Second, event("k-gold", 600)) // a notification in flight until 10m
+		targetChanged(env, time.Minute)
+		env.RegisterDelayedCallback(func() { env.SetTargetWorkerDeploymentVersionChanged(false) }, 2*time.Minute)
+		nudge(env, 20*time.Minute)
+		unenroll(env, time.Hour)
+	})
+	if res.next != nil || res.err != nil {
+		t.Fatalf("continued as new (upgrade %v) or failed (%v); want the run to stay and end on unenroll", res.upgrade, res.err)
+	}
+	if res.status.Points != 600 {
+		t.Fatalf("final status %+v", res.status)
+	}
+}
+
+// A new entity that hears of a new version while it still waits to learn
+// whether its customer may take events moves once it knows, carrying the
+// event it then applied.
+func TestTargetChangeWhileCheckingEnrollment(t *testing.T) {
+	h := newEntity(t)
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(workflows.ActivityEnroll, mock.Anything, mock.Anything).After(5*time.Minute).Return(workflows.EnrollmentResult{}, nil)
+	}
+	res := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
+		signal(env, time.Second, event("k-1", 25))
+		targetChanged(env, time.Minute)
+		nudge(env, time.Minute)
+		unenroll(env, time.Hour)
+	})
+	if res.next == nil || !res.upgrade {
+		t.Fatalf("no upgrade: next %v, %v", res.next, res.err)
+	}
+	if c := res.next.Carried; c.Points != 25 || !c.EnrollRecorded || h.now.Sub(start) < 5*time.Minute {
+		t.Fatalf("carried %+v, continued after %v; want the event applied once enrollment was known", c, h.now.Sub(start))
+	}
+}
+
 // A nudge only wakes the run: it changes nothing and does not count towards
 // events_per_run.
 func TestNudgeChangesNothing(t *testing.T) {
