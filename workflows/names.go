@@ -4,6 +4,11 @@
 // than the Temporal SDK and the dedup package.
 package workflows
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Task queues the worker polls.
 const (
 	// RewardsTaskQueue carries the rewards entity workflows and their activities.
@@ -68,5 +73,62 @@ const (
 	ErrUnenrolling = "Unenrolling"
 )
 
-// RewardsWorkflowID returns the workflow ID of a customer's rewards entity.
+// DefaultTenant is the tenant of customers and requests that name none. Its
+// customers' entities keep the workflow IDs they had before entities were
+// tenant-scoped (RewardsWorkflowID), so existing entities and clients go on
+// working; in the entity's payloads it is written as an empty tenant_id, so
+// that they stay byte for byte what they were.
+const DefaultTenant = "default"
+
+// MaxTenantIDBytes is the longest tenant ID, as in the contracts' tenant_id rule.
+const MaxTenantIDBytes = 100
+
+// RewardsWorkflowID returns the workflow ID of a default-tenant customer's
+// rewards entity: rewards-{customer_id}.
 func RewardsWorkflowID(customerID string) string { return "rewards-" + customerID }
+
+// RewardsWorkflowIDFor returns the workflow ID of the rewards entity of
+// tenant's customer: rewards-{customer_id} for the default tenant (empty or
+// DefaultTenant), rewards/{tenant}/{customer_id} for any other. No two
+// collide: a customer ID never holds a '/', so a default-tenant ID never
+// does, and a tenant ID never holds one either, so the first '/' after
+// "rewards/" ends the tenant.
+func RewardsWorkflowIDFor(tenant, customerID string) string {
+	if IsDefaultTenant(tenant) {
+		return RewardsWorkflowID(customerID)
+	}
+	return "rewards/" + tenant + "/" + customerID
+}
+
+// IsDefaultTenant reports whether tenant names the default tenant: empty, as
+// in payloads, or DefaultTenant, as in requests.
+func IsDefaultTenant(tenant string) bool { return tenant == "" || tenant == DefaultTenant }
+
+// TenantOrDefault returns tenant, or DefaultTenant when it is empty: the
+// tenant a payload's tenant_id names.
+func TenantOrDefault(tenant string) string {
+	if tenant == "" {
+		return DefaultTenant
+	}
+	return tenant
+}
+
+// ValidateTenantID checks a tenant ID by the contracts' tenant_id rule: 1 to
+// 100 bytes of letters, digits, '.', '_' or '-', not starting with one of the
+// last three. Tenant IDs end up in workflow IDs, keys and names, so they hold
+// no separator ('/', ':') of those.
+func ValidateTenantID(tenant string) error {
+	if tenant == "" {
+		return errors.New("tenant_id is required")
+	}
+	if len(tenant) > MaxTenantIDBytes {
+		return fmt.Errorf("tenant_id must be at most %d bytes", MaxTenantIDBytes)
+	}
+	for i, r := range tenant {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '.' && r != '_' && r != '-') {
+			return fmt.Errorf("tenant_id %q: only letters, digits and ._- (not first) are allowed", tenant)
+		}
+	}
+	return nil
+}

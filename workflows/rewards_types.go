@@ -124,8 +124,12 @@ func (o Options) withDefaults() Options {
 
 // RewardsInput starts a rewards entity. Carried is set only by ContinueAsNew.
 type RewardsInput struct {
-	CustomerID string  `json:"customer_id"`
-	Options    Options `json:"options,omitzero"`
+	CustomerID string `json:"customer_id"`
+	// TenantID is the customer's tenant; empty for the default tenant
+	// (DefaultTenant), whose inputs thus stay as they were. From release 4
+	// the workflow ID must be RewardsWorkflowIDFor(TenantID, CustomerID).
+	TenantID string  `json:"tenant_id,omitempty"`
+	Options  Options `json:"options,omitzero"`
 	// Carried is the state one run hands to the next; nil on a fresh start.
 	Carried *RewardsState `json:"carried,omitempty"`
 }
@@ -134,6 +138,11 @@ type RewardsInput struct {
 func (in RewardsInput) Validate() error {
 	if err := ValidateCustomerID(in.CustomerID); err != nil {
 		return err
+	}
+	if in.TenantID != "" {
+		if err := ValidateTenantID(in.TenantID); err != nil {
+			return err
+		}
 	}
 	return in.Options.Validate()
 }
@@ -210,6 +219,9 @@ type PointsResult struct {
 
 // Status is what the get-status query returns.
 type Status struct {
+	// TenantID is the customer's tenant; empty (and left out) for the
+	// default tenant.
+	TenantID       string    `json:"tenant_id,omitempty"`
 	CustomerID     string    `json:"customer_id"`
 	Points         int64     `json:"points"`
 	LifetimePoints int64     `json:"lifetime_points"`
@@ -238,6 +250,9 @@ type Enrollment struct {
 	// name keeps the spelling it was recorded with in histories
 	// (rewards-v2-reenrol-*): it is part of the activity's input.
 	Reenroll bool `json:"reenrol,omitempty"`
+	// TenantID is the customer's tenant, empty for the default tenant (so
+	// that the input recorded in earlier histories is unchanged).
+	TenantID string `json:"tenant_id,omitempty"`
 }
 
 // EnrollmentResult is what the Enroll activity found. Unenrolled means the
@@ -256,6 +271,8 @@ type TierChange struct {
 	To         Tier      `json:"to"`
 	Points     int64     `json:"points"`
 	ChangedAt  time.Time `json:"changed_at"`
+	// TenantID is the customer's tenant, empty for the default tenant.
+	TenantID string `json:"tenant_id,omitempty"`
 }
 
 // Unenrollment is the input of the RecordUnenrollment activity.
@@ -265,6 +282,8 @@ type Unenrollment struct {
 	LifetimePoints int64     `json:"lifetime_points"`
 	EventCount     int64     `json:"event_count"`
 	UnenrolledAt   time.Time `json:"unenrolled_at"`
+	// TenantID is the customer's tenant, empty for the default tenant.
+	TenantID string `json:"tenant_id,omitempty"`
 }
 
 // SearchAttributeSupport says which of the entity's search attributes the
