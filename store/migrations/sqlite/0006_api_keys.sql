@@ -1,0 +1,16 @@
+-- API keys of the HTTP API (store/apikeys.go). A key is shown once, as
+-- efk_<id>_<secret>: id is its public lookup prefix, and only the SHA-256 of
+-- the 256-bit random secret is kept. Each key belongs to one tenant and
+-- carries scopes (space-separated). revoked_at is NULL while the key is valid.
+
+CREATE TABLE api_keys (
+    id          TEXT PRIMARY KEY,
+    tenant_id   TEXT NOT NULL,
+    scopes      TEXT NOT NULL,
+    secret_hash BLOB NOT NULL,
+    name        TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT
+) STRICT;
+
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id, created_at);
