@@ -110,7 +110,7 @@ func TestLoadMigrations(t *testing.T) {
 				assert.NotEmpty(t, m.sql)
 				names = append(names, m.name)
 			}
-			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys", "rewards_enrollments", "api_keys"}, names)
+			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys", "rewards_enrollments", "api_keys", "rewards_tenants"}, names)
 		})
 	}
 }
@@ -154,15 +154,15 @@ func TestMigrateRenamesEnrollments(t *testing.T) {
 
 			s := openStore(t, url)
 			requireAllApplied(t, s)
-			in, err := s.Enrollment(ctx, "in")
+			in, err := s.Enrollment(ctx, "default", "in")
 			require.NoError(t, err)
 			assert.Equal(t, ptr(at(0)), in.EnrolledAt)
 			assert.Nil(t, in.UnenrolledAt)
-			out, err := s.Enrollment(ctx, "out")
+			out, err := s.Enrollment(ctx, "default", "out")
 			require.NoError(t, err)
 			assert.Equal(t, ptr(at(time.Hour)), out.UnenrolledAt)
 
-			enrolled, err := s.Enroll(ctx, "out", at(2*time.Hour), false)
+			enrolled, err := s.Enroll(ctx, "default", "out", at(2*time.Hour), false)
 			require.NoError(t, err)
 			assert.False(t, enrolled, "an unenrollment on record before the upgrade stays final")
 			var rows int

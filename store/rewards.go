@@ -11,6 +11,7 @@ import (
 // EnrollmentRow is a rewards customer's enrollment, a row of
 // rewards_enrollments. UnenrolledAt is nil while the customer is enrolled.
 type EnrollmentRow struct {
+	TenantID   string `json:"tenant_id"`
 	CustomerID string `json:"customer_id"`
 	// EnrolledAt is nil when only an unenrollment is on record.
 	EnrolledAt   *time.Time `json:"enrolled_at"`
@@ -20,6 +21,7 @@ type EnrollmentRow struct {
 // TierChangeRow is one tier change of a rewards customer, a row of
 // rewards_tier_changes.
 type TierChangeRow struct {
+	TenantID   string    `json:"tenant_id"`
 	CustomerID string    `json:"customer_id"`
 	ChangedAt  time.Time `json:"changed_at"`
 	From       string    `json:"from_tier"`
@@ -27,97 +29,130 @@ type TierChangeRow struct {
 	Points     int64     `json:"points"`
 }
 
-// Enroll records that customer customerID is enrolled as of the given time
-// and reports whether the customer is enrolled afterwards. A customer seen for
+// Every rewards fact belongs to a tenant's customer: the same customer ID in
+// two tenants is two customers, with records of their own. The default
+// tenant is "default" (workflows.DefaultTenant), which every row written
+// before tenants has; an empty tenant is refused, so that no row is written
+// for no one.
+
+// Enroll records that customer customerID of tenant is enrolled as of the
+// given time and reports whether the customer is enrolled afterwards. A customer seen for
 // the first time is enrolled; an enrolled one stays so, keeping the first
 // enrollment time (a retry changes nothing); a customer who has unenrolled
 // stays unenrolled, unless reopen is set, the explicit re-enrollment, which
 // enrolls them again from the given time. Unenrollment is therefore final for
 // every path but one: an event that starts a fresh entity after the old one
 // ended (and after Temporal's retention forgot it) finds the record here.
-func (s *Store) Enroll(ctx context.Context, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
-	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, enrolled_at)
-		VALUES ($1, $2)
-		ON CONFLICT (customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
-		WHERE rewards_enrollments.unenrolled_at IS NOT NULL AND $3 = TRUE`,
-		customerID, dbTime(at), reopen)
-	if err != nil {
-		return false, fmt.Errorf("enroll %s: %w", customerID, err)
+func (s *Store) Enroll(ctx context.Context, tenant, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
+	what := "enroll " + customerName(tenant, customerID)
+	if err := needTenant(tenant); err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	row, err := s.Enrollment(ctx, customerID)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (tenant_id, customer_id, enrolled_at)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id, customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
+		WHERE rewards_enrollments.unenrolled_at IS NOT NULL AND $4 = TRUE`,
+		tenant, customerID, dbTime(at), reopen)
 	if err != nil {
-		return false, fmt.Errorf("enroll %s: %w", customerID, err)
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	row, err := s.Enrollment(ctx, tenant, customerID)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
 	return row.UnenrolledAt == nil, nil
 }
 
-// RecordUnenrollment records that customer customerID left at the given time
-// and reports whether this call recorded it; the first unenrollment of an
+// RecordUnenrollment records that customer customerID of tenant left at the
+// given time and reports whether this call recorded it; the first unenrollment of an
 // enrollment is kept. A customer with no enrollment on record (enrolled before
 // the database recorder, or whose enrollment is still being recorded) gets a
 // record holding only the unenrollment.
-func (s *Store) RecordUnenrollment(ctx context.Context, customerID string, at time.Time) (recorded bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, unenrolled_at)
-		VALUES ($1, $2)
-		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
-		WHERE rewards_enrollments.unenrolled_at IS NULL`, customerID, dbTime(at))
-	if err != nil {
-		return false, fmt.Errorf("record unenrollment of %s: %w", customerID, err)
+func (s *Store) RecordUnenrollment(ctx context.Context, tenant, customerID string, at time.Time) (recorded bool, err error) {
+	what := "record unenrollment of " + customerName(tenant, customerID)
+	if err := needTenant(tenant); err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	return affected(res, "record unenrollment of "+customerID)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (tenant_id, customer_id, unenrolled_at)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id, customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
+		WHERE rewards_enrollments.unenrolled_at IS NULL`, tenant, customerID, dbTime(at))
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return affected(res, what)
 }
 
-// RecordTierChange records that customer customerID moved from tier from to
-// tier to with the given points at the given time, and reports whether this
-// call recorded it: the change (customer, time, new tier) is stored once.
-func (s *Store) RecordTierChange(ctx context.Context, customerID, from, to string, points int64, at time.Time) (recorded bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_tier_changes (customer_id, changed_at, from_tier, to_tier, points)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, customerID, dbTime(at), from, to, points)
-	if err != nil {
-		return false, fmt.Errorf("record tier change of %s: %w", customerID, err)
+// RecordTierChange records that customer customerID of tenant moved from
+// tier from to tier to with the given points at the given time, and reports
+// whether this call recorded it: the change (tenant, customer, time, new
+// tier) is stored once.
+func (s *Store) RecordTierChange(ctx context.Context, tenant, customerID, from, to string, points int64, at time.Time) (recorded bool, err error) {
+	what := "record tier change of " + customerName(tenant, customerID)
+	if err := needTenant(tenant); err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	return affected(res, "record tier change of "+customerID)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_tier_changes (tenant_id, customer_id, changed_at, from_tier, to_tier, points)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, tenant, customerID, dbTime(at), from, to, points)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return affected(res, what)
 }
 
-// Enrollment returns the enrollment of customer customerID, or ErrNotFound.
-func (s *Store) Enrollment(ctx context.Context, customerID string) (EnrollmentRow, error) {
-	e := EnrollmentRow{CustomerID: customerID}
+// Enrollment returns the enrollment of customer customerID of tenant, or
+// ErrNotFound.
+func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (EnrollmentRow, error) {
+	e := EnrollmentRow{TenantID: tenant, CustomerID: customerID}
 	var enrolled, unenrolled scanTime
-	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE customer_id = $1`,
-		customerID).Scan(&enrolled, &unenrolled)
+	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE tenant_id = $1 AND customer_id = $2`,
+		tenant, customerID).Scan(&enrolled, &unenrolled)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return EnrollmentRow{}, fmt.Errorf("get enrollment of %s: %w", customerID, err)
+		return EnrollmentRow{}, fmt.Errorf("get enrollment of %s: %w", customerName(tenant, customerID), err)
 	}
 	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
 	return e, nil
 }
 
-// TierChanges returns the tier changes of customer customerID in time order.
-func (s *Store) TierChanges(ctx context.Context, customerID string) ([]TierChangeRow, error) {
+// TierChanges returns the tier changes of customer customerID of tenant in
+// time order.
+func (s *Store) TierChanges(ctx context.Context, tenant, customerID string) ([]TierChangeRow, error) {
+	what := "list tier changes of " + customerName(tenant, customerID)
 	rows, err := s.db.QueryContext(ctx, `SELECT changed_at, from_tier, to_tier, points FROM rewards_tier_changes
-		WHERE customer_id = $1 ORDER BY changed_at, to_tier`, customerID)
+		WHERE tenant_id = $1 AND customer_id = $2 ORDER BY changed_at, to_tier`, tenant, customerID)
 	if err != nil {
-		return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	changes := []TierChangeRow{}
 	for rows.Next() {
-		c := TierChangeRow{CustomerID: customerID}
+		c := TierChangeRow{TenantID: tenant, CustomerID: customerID}
 		var changed scanTime
 		if err := rows.Scan(&changed, &c.From, &c.To, &c.Points); err != nil {
-			return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		c.ChangedAt = changed.t
 		changes = append(changes, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tier changes of %s: %w", customerID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return changes, nil
 }
+
+// needTenant refuses an empty tenant, which would record a fact for no one.
+func needTenant(tenant string) error {
+	if tenant == "" {
+		return errors.New("a tenant is required")
+	}
+	return nil
+}
+
+// customerName names a tenant's customer in errors: tenant/customer.
+func customerName(tenant, customerID string) string { return tenant + "/" + customerID }
 
 // affected reports whether res changed a row; what names the operation in
 // errors.

@@ -93,7 +93,7 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	if res, err := rc.ApplyPoints(ctx, customer, pointEvent("f-3", 7)); err != nil || !res.Applied || res.Points != 7 {
 		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
 	}
-	row, err := db.Enrollment(ctx, customer)
+	row, err := db.Enrollment(ctx, workflows.DefaultTenant, customer)
 	if err != nil || row.UnenrolledAt != nil {
 		t.Fatalf("enrollment row after re-enrollment: %+v, %v", row, err)
 	}
