@@ -2,7 +2,10 @@
 // environment configuration does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // TEMPORAL_API_KEY, TEMPORAL_TLS*, a TOML profile), with command-line overrides,
 // and dials with backoff so a program started before its server waits for it;
-// it also reads the server's version, for what depends on it.
+// it also reads the server's version, for what depends on it. When payload
+// keys are configured (payloadcodec.KeysFileEnv or KeysEnv), every program's
+// data converter encrypts payloads with them, so that workers, clients and
+// the HTTP API agree.
 package temporalclient
 
 import (
@@ -16,20 +19,38 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 
 	"github.com/entityflow/entityflow/internal/backoff"
+	"github.com/entityflow/entityflow/internal/payloadcodec"
 )
 
 // DefaultAddress is used when neither a flag nor the environment names a server.
 const DefaultAddress = "127.0.0.1:7233"
 
 // Options loads client options from the environment and applies the overrides
-// that are not empty.
+// that are not empty. With payload keys configured its data converter
+// encrypts payloads (OptionsWithCodec).
 func Options(address, namespace string, logger *slog.Logger) (client.Options, error) {
+	opts, _, err := OptionsWithCodec(address, namespace, logger)
+	return opts, err
+}
+
+// OptionsWithCodec is Options that also returns the payload codec under its
+// data converter, nil when no payload keys are configured, for a program that
+// serves the codec endpoint with the same keys.
+func OptionsWithCodec(address, namespace string, logger *slog.Logger) (client.Options, *payloadcodec.Codec, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return client.Options{}, fmt.Errorf("loading Temporal client configuration: %w", err)
+		return client.Options{}, nil, fmt.Errorf("loading Temporal client configuration: %w", err)
+	}
+	codec, err := payloadcodec.FromEnv(logger)
+	if err != nil {
+		return client.Options{}, nil, fmt.Errorf("loading Temporal payload keys: %w", err)
+	}
+	if codec != nil {
+		opts.DataConverter = EncryptingConverter(codec)
 	}
 	if address != "" {
 		opts.HostPort = address
@@ -46,7 +67,14 @@ func Options(address, namespace string, logger *slog.Logger) (client.Options, er
 	if logger != nil {
 		opts.Logger = log.NewStructuredLogger(logger)
 	}
-	return opts, nil
+	return opts, codec, nil
+}
+
+// EncryptingConverter is the data converter of a program with payload keys:
+// the SDK's default converter, its payloads then encrypted by codec. A
+// workflow replayer of encrypted histories needs the same.
+func EncryptingConverter(codec *payloadcodec.Codec) converter.DataConverter {
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec)
 }
 
 // Dial connects, retrying with exponential backoff (capped at 10 s) until the
