@@ -138,6 +138,7 @@ fuzz:
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseEventEnvelope$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseActivityDefinition$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/payloadcodec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/
 # (gzip, listed in its manifest.json) under the current releases
