@@ -9,7 +9,7 @@ import (
 // Each release is a set of behavioural changes a run takes as a whole, chosen
 // once when the run starts, so a run behaves one way from its start to its end
 // and an entity moves to a new release at a ContinueAsNew.
-const RewardsRelease = 3
+const RewardsRelease = 4
 
 // Change IDs for workflow.GetVersion.
 const (
@@ -47,6 +47,18 @@ const (
 // version markers, two TemporalChangeVersion upserts, the marker of the
 // search attribute check, one RewardsTier/RewardsPoints upsert); one of
 // release 3 with two.
+
+// Release 4 makes the entity tenant-scoped: a run checks its workflow ID
+// against RewardsWorkflowIDFor(tenant_id, customer_id) instead of
+// RewardsWorkflowID(customer_id), and hands its tenant to its activities
+// (so the database keeps each tenant's records apart), to the next run and
+// to the status. A default-tenant entity writes what release 3 wrote. A run
+// of an earlier release is the default tenant's: it checks the ID as release
+// 2 did and ignores tenant_id, so a tenant's entity
+// (rewards/{tenant}/{customer_id}) fails at the start of a run of release 3
+// or below (a worker held back by RewardsReleaseCap, or code from before
+// release 4) with InvalidRewardsInput, rather than run as the default
+// tenant's customer.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

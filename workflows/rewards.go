@@ -38,16 +38,28 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	release := rewardsRelease(ctx)
-	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; release >= 2 && id != RewardsWorkflowID(in.CustomerID) {
+	tenant := entityTenant(in, release)
+	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, RewardsWorkflowIDFor(tenant, in.CustomerID); release >= 2 && id != want {
 		return Status{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("customer_id %q does not belong to workflow %s (want %s)", in.CustomerID, id, RewardsWorkflowID(in.CustomerID)),
+			fmt.Sprintf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, TenantOrDefault(tenant), id, want),
 			ErrInvalidInput, nil)
 	}
-	e := newEntity(ctx, in, release)
+	e := newEntity(ctx, in, tenant, release)
 	if err := e.register(ctx); err != nil {
 		return Status{}, err
 	}
 	return e.run(ctx)
+}
+
+// entityTenant is the tenant a run of release serves, empty for the default
+// tenant: from release 4 the input's tenant_id, before it always the default
+// tenant (those releases knew no other and check the default tenant's
+// workflow ID).
+func entityTenant(in RewardsInput, release int) string {
+	if release < 4 || IsDefaultTenant(in.TenantID) {
+		return ""
+	}
+	return in.TenantID
 }
 
 // membership is where a run stands with the customer's enrollment.
@@ -70,6 +82,7 @@ const (
 // entity is the in-memory state of one run.
 type entity struct {
 	customerID string
+	tenant     string  // empty for the default tenant (entityTenant)
 	options    Options // as given, carried to the next run unchanged
 	limits     Options // options with defaults filled in
 	st         RewardsState
@@ -98,9 +111,10 @@ type entity struct {
 	attrsTimer bool      // a timer will wake the run to write lagging points
 }
 
-func newEntity(ctx workflow.Context, in RewardsInput, release int) *entity {
+func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int) *entity {
 	e := &entity{
 		customerID: in.CustomerID,
+		tenant:     tenant,
 		options:    in.Options,
 		limits:     in.Options.withDefaults(),
 		log:        workflow.GetLogger(ctx),
@@ -249,6 +263,7 @@ func (e *entity) continueAsNew(ctx workflow.Context) error {
 	}
 	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, RewardsWorkflowType, RewardsInput{
 		CustomerID: e.customerID,
+		TenantID:   e.tenant,
 		Options:    e.options,
 		Carried:    &next,
 	})

@@ -178,6 +178,7 @@ func TestReleaseCapChoosesTheRelease(t *testing.T) {
 	}{
 		{0, workflows.RewardsRelease},
 		{workflows.RewardsRelease, workflows.RewardsRelease},
+		{3, 3},
 		{2, 2},
 		{1, 1},
 		{-1, 1},

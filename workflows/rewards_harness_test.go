@@ -30,17 +30,23 @@ type recorder struct {
 	enrollments []workflows.Enrollment
 	tierChanges []workflows.TierChange
 	unenrolled  []workflows.Unenrollment
-	out         map[string]bool // customers unenrolled and not re-enrolled
+	out         map[string]bool // customers (by recorderKey) unenrolled and not re-enrolled
+}
+
+// recorderKey names a tenant's customer, as the database keys its records.
+func recorderKey(tenant, customer string) string {
+	return workflows.TenantOrDefault(tenant) + "/" + customer
 }
 
 func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.enrollments = append(r.enrollments, e)
-	if r.out[e.CustomerID] && !e.Reenroll {
+	key := recorderKey(e.TenantID, e.CustomerID)
+	if r.out[key] && !e.Reenroll {
 		return false, nil
 	}
-	delete(r.out, e.CustomerID)
+	delete(r.out, key)
 	return true, nil
 }
 
@@ -58,7 +64,7 @@ func (r *recorder) RecordUnenrollment(_ context.Context, u workflows.Unenrollmen
 	if r.out == nil {
 		r.out = map[string]bool{}
 	}
-	r.out[u.CustomerID] = true
+	r.out[recorderKey(u.TenantID, u.CustomerID)] = true
 	return nil
 }
 
@@ -73,6 +79,9 @@ type entity struct {
 	attrs map[string]enums.IndexedValueType
 	// prepare, if set, adjusts each run's environment before it starts.
 	prepare func(run int, env *testsuite.TestWorkflowEnvironment)
+	// workflowID, if set, is every run's workflow ID instead of the one
+	// the input's tenant and customer make.
+	workflowID string
 	runs    int
 }
 
@@ -97,7 +106,11 @@ func (h *entity) run(in workflows.RewardsInput, script func(env *testsuite.TestW
 	h.runs++
 	env := h.NewTestWorkflowEnvironment()
 	env.SetStartTime(h.now)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.RewardsWorkflowID(in.CustomerID)})
+	id := workflows.RewardsWorkflowIDFor(in.TenantID, in.CustomerID)
+	if h.workflowID != "" {
+		id = h.workflowID
+	}
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
 	workflows.RegisterRewards(env)
 	acts := &activities.Rewards{Recorder: h.rec}
 	if h.attrs != nil {

@@ -37,7 +37,7 @@ func (e *entity) background(ctx workflow.Context, fn func(workflow.Context)) {
 // fail for good (it retries without limit, so only when the run is cancelled)
 // the run keeps waiting, taking no event.
 func (e *entity) recordEnrollment(ctx workflow.Context) {
-	in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx)}
+	in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), TenantID: e.tenant}
 	var res EnrollmentResult
 	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
 		e.log.Error("recording enrollment failed", "error", err)
@@ -79,7 +79,7 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 		return e.status(), err
 	}
 	if e.member == refused {
-		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenroll: true}
+		in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), Reenroll: true, TenantID: e.tenant}
 		var res EnrollmentResult
 		e.reenrolling = true
 		err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res)
@@ -186,6 +186,7 @@ func (e *entity) notifyTierChanges(ctx workflow.Context) {
 			To:         TierFor(e.st.Points),
 			Points:     e.st.Points,
 			ChangedAt:  workflow.Now(ctx),
+			TenantID:   e.tenant,
 		}
 		e.inFlight++
 		err = workflow.ExecuteActivity(withActivityOptions(ctx), ActivityNotifyTierChange, change).Get(ctx, nil)
@@ -369,6 +370,7 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 		LifetimePoints: e.st.LifetimePoints,
 		EventCount:     e.st.EventCount,
 		UnenrolledAt:   at,
+		TenantID:       e.tenant,
 	}
 	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityRecordUnenrollment, rec).Get(ctx, nil); err != nil {
 		return e.status(), fmt.Errorf("recording unenrollment: %w", err)
@@ -386,6 +388,7 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 
 func (e *entity) status() Status {
 	return Status{
+		TenantID:           e.tenant,
 		CustomerID:         e.customerID,
 		Points:             e.st.Points,
 		LifetimePoints:     e.st.LifetimePoints,

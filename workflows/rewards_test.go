@@ -446,6 +446,8 @@ func TestInvalidStartInputFailsTheWorkflow(t *testing.T) {
 	tests := []workflows.RewardsInput{
 		{CustomerID: ""},
 		{CustomerID: "c 1"},
+		{CustomerID: "c-1", TenantID: "t/1"},
+		{CustomerID: "c-1", TenantID: "-t"},
 		{CustomerID: "c-1", Options: workflows.Options{DedupMaxKeys: workflows.MaxDedupKeys + 1}},
 		{CustomerID: "c-1", Options: workflows.Options{EventsPerRun: -1}},
 	}

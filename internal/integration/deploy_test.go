@@ -33,12 +33,13 @@ import (
 const deployment = "entityflow"
 
 // A versioned deploy on a real server, under traffic. Two worker processes of
-// build v1 (the same program holding back release 3, as the previous release
-// would run) serve rewards entities; two of build v2 (release 3) join; the
-// current version moves to v2. Every busy entity moves to v2 at its next
-// ContinueAsNew by itself, idle ones only once the sweep nudges them; v1
-// drains and its workers stop. Then a rollback: v1 comes back as current, and
-// new runs (a new entity, and every entity at its next ContinueAsNew) run v1.
+// build v1 (the same program holding back the newest release, so it runs the
+// previous one as the previous build would) serve rewards entities; two of
+// build v2 (the newest release) join; the current version moves to v2.
+// Every busy entity moves to v2 at its next ContinueAsNew by itself, idle
+// ones only once the sweep nudges them; v1 drains and its workers stop. Then
+// a rollback: v1 comes back as current, and new runs (a new entity, and
+// every entity at its next ContinueAsNew) run v1.
 // Every event is sent twice (an update retried under another update ID and a
 // signal); totals stay exact, no workflow task fails for non-determinism,
 // and each run's tasks were all completed by one build.
@@ -60,7 +61,10 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	start := func(build string, release int) *workerProc {
 		return &workerProc{cmd: startVersionedWorker(t, workerBin, srv.Address, namespace, db, build, release)}
 	}
-	v1 := []*workerProc{start("v1", 2), start("v1", 2)}
+	// v1 runs the release before the newest: what the build before this
+	// one ran, and what a rollback brings back.
+	v1Release := workflows.RewardsRelease - 1
+	v1 := []*workerProc{start("v1", v1Release), start("v1", v1Release)}
 	setCurrent(t, ctx, c, "v1")
 
 	var active, idle []string
@@ -119,7 +123,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 
 	// Rollback: v1 is current again. A new entity runs v1; every other moves
 	// back at its next ContinueAsNew, which the sweep brings about.
-	v1 = []*workerProc{start("v1", 2)}
+	v1 = []*workerProc{start("v1", v1Release)}
 	setCurrent(t, ctx, c, "v1")
 	newcomer := "dep-new-" + suffix
 	if err := led.send(ctx, rc, newcomer, 0, 5); err != nil {
@@ -138,8 +142,8 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 
 	led.check(t, ctx, rc)
 	for _, cu := range all {
-		if st := status(t, ctx, rc, cu); st.Release != 2 {
-			t.Errorf("%s: release %d after the rollback, want 2", cu, st.Release)
+		if st := status(t, ctx, rc, cu); st.Release != v1Release {
+			t.Errorf("%s: release %d after the rollback, want v1's %d", cu, st.Release, v1Release)
 		}
 	}
 	failures := checkRuns(t, ctx, c, all, func(customer string, builds []string) bool {
