@@ -2,10 +2,10 @@
 // people and scripts:
 //
 //	starter serve    [-http-addr 127.0.0.1:8080] [-idempotency-store memory|redis://...|sql]
-//	starter points   -customer c-1 -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
-//	starter status   -customer c-1
-//	starter unenroll -customer c-1
-//	starter enroll   -customer c-1
+//	starter points   -customer c-1 [-tenant T] -points 25 [-key k-1] [-activity purchase] [-source order-9] [-at RFC3339] [-signal]
+//	starter status   -customer c-1 [-tenant T]
+//	starter unenroll -customer c-1 [-tenant T]
+//	starter enroll   -customer c-1 [-tenant T]
 //	starter define   -f definition.json        (or - for stdin)
 //	starter event    -f envelope.json          (or - for stdin)
 //	starter run      -activity ID [-key K]
@@ -16,8 +16,9 @@
 //	starter deploy nudge       [-deployment entityflow] [-rate 20] [-max 0] [-dry-run]
 //
 // Every command takes -json for machine-readable output, and -address and
-// -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). Errors are one line on
-// stderr with a non-zero exit.
+// -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). The rewards commands
+// address a customer of one tenant: -tenant (or TENANT_ID), by default the
+// default tenant. Errors are one line on stderr with a non-zero exit.
 package main
 
 import (
@@ -177,31 +178,48 @@ func (g globals) dial(ctx context.Context) (*session, error) {
 	return &session{ctx: ctx, temporal: c, cancel: cancel}, nil
 }
 
-// rewardsSession checks the customer ID and connects to Temporal for a
-// rewards command.
-func (g globals) rewardsSession(ctx context.Context, customer string) (*session, error) {
+// rewardsSession checks the customer ID and its tenant and connects to
+// Temporal for a rewards command.
+func (g globals) rewardsSession(ctx context.Context, who customerFlags) (*session, error) {
+	customer, tenant := *who.customer, *who.tenant
 	if customer == "" {
 		return nil, errors.New("-customer is required")
 	}
 	if err := workflows.ValidateCustomerID(customer); err != nil {
 		return nil, err
 	}
+	if tenant == "" {
+		tenant = workflows.DefaultTenant
+	}
+	if err := workflows.ValidateTenantID(tenant); err != nil {
+		return nil, fmt.Errorf("-tenant: %w", err)
+	}
 	s, err := g.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.rewards = &rewardsclient.Client{Temporal: s.temporal}
+	s.rewards = &rewardsclient.Client{Temporal: s.temporal, Tenant: tenant}
 	s.customer = customer
 	return s, nil
 }
 
-// customerFlag adds the -customer flag of the rewards commands.
-func customerFlag(fs *flag.FlagSet) *string {
-	return fs.String("customer", "", "customer `id` (required)")
+// customerFlags are the flags that name a rewards command's customer.
+type customerFlags struct {
+	customer, tenant *string
+}
+
+// addCustomerFlags adds -customer and -tenant, the flags of the rewards
+// commands.
+func addCustomerFlags(fs *flag.FlagSet) customerFlags {
+	return customerFlags{
+		customer: fs.String("customer", "", "customer `id` (required)"),
+		tenant: fs.String("tenant", os.Getenv("TENANT_ID"), "the customer's `tenant` (env TENANT_ID, default "+workflows.DefaultTenant+
+			"); the same customer ID in another tenant is another customer"),
+	}
 }
 
 func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	customer := customerFlag(fs)
+	who := addCustomerFlags(fs)
 	points := fs.Int64("points", 0, "points to award, or to redeem when negative (required, not zero)")
 	key := fs.String("key", "", "dedup `key`; a retry with the same key applies once (default: a new UUID, printed)")
 	activity := fs.String("activity", "manual", "activity `name`")
@@ -226,7 +244,7 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	if err := ev.Validate(); err != nil {
 		return err
 	}
-	s, err := g.rewardsSession(ctx, *customer)
+	s, err := g.rewardsSession(ctx, who)
 	if err != nil {
 		return err
 	}
@@ -236,7 +254,7 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 			return err
 		}
 		return print(out, *g.asJSON, map[string]any{"sent": true, "dedup_key": ev.DedupKey},
-			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, *customer, ev.DedupKey))
+			fmt.Sprintf("sent %+d points to %s (dedup key %s)", ev.Points, s.customerName(), ev.DedupKey))
 	}
 	res, err := s.rewards.ApplyPoints(s.ctx, s.customer, ev)
 	if err != nil {
@@ -253,17 +271,26 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		workflows.PointsResult
 		DedupKey string `json:"dedup_key"`
 	}{res, ev.DedupKey},
-		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, *customer, res.Points, res.Tier, ev.DedupKey))
+		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, s.customerName(), res.Points, res.Tier, ev.DedupKey))
 }
 
 // customerCommand parses the flags of a rewards command that takes only
-// -customer, and connects for it.
+// -customer and -tenant, and connects for it.
 func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, args []string) (*session, error) {
-	customer := customerFlag(fs)
+	who := addCustomerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	return g.rewardsSession(ctx, *customer)
+	return g.rewardsSession(ctx, who)
+}
+
+// customerName names the session's customer in messages: its ID, led by its
+// tenant unless that is the default tenant.
+func (s *session) customerName() string {
+	if workflows.IsDefaultTenant(s.rewards.Tenant) {
+		return s.customer
+	}
+	return s.rewards.Tenant + "/" + s.customer
 }
 
 func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
@@ -295,14 +322,19 @@ func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	return print(out, *g.asJSON, st, statusText(st))
 }
 
-// statusText is a customer's status in one line.
+// statusText is a customer's status in one line, the customer led by its
+// tenant unless that is the default tenant.
 func statusText(st workflows.Status) string {
 	enrolled := "enrolled"
 	if !st.Enrolled {
 		enrolled = "unenrolled"
 	}
+	name := st.CustomerID
+	if st.TenantID != "" {
+		name = st.TenantID + "/" + name
+	}
 	return fmt.Sprintf("%s: %d points (lifetime %d), tier %s, %s; %d events, %d dedup keys held, run %d",
-		st.CustomerID, st.Points, st.LifetimePoints, st.Tier, enrolled, st.EventCount, st.DedupKeys, st.Run)
+		name, st.Points, st.LifetimePoints, st.Tier, enrolled, st.EventCount, st.DedupKeys, st.Run)
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
@@ -314,8 +346,11 @@ func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []st
 	if err := s.rewards.Unenroll(s.ctx, s.customer); err != nil {
 		return err
 	}
-	return print(out, *g.asJSON, map[string]any{"customer_id": s.customer, "unenroll_sent": true},
-		fmt.Sprintf("unenroll sent to %s", s.customer))
+	res := map[string]any{"customer_id": s.customer, "unenroll_sent": true}
+	if !workflows.IsDefaultTenant(s.rewards.Tenant) {
+		res["tenant_id"] = s.rewards.Tenant
+	}
+	return print(out, *g.asJSON, res, fmt.Sprintf("unenroll sent to %s", s.customerName()))
 }
 
 func print(out io.Writer, asJSON bool, v any, text string) error {

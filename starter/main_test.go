@@ -101,6 +101,8 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 		{[]string{"status", "-timeout", "soon"}, `invalid value "soon" for flag -timeout: parse error`},
 		{[]string{"unenroll", "-customer", ""}, "-customer is required"},
 		{[]string{"enroll", "-customer", strings.Repeat("c", 129)}, "customer_id must be at most 128 bytes"},
+		{[]string{"status", "-customer", "c-1", "-tenant", "t/1"}, `-tenant: tenant_id "t/1": only letters, digits and ._- (not first) are allowed`},
+		{[]string{"points", "-customer", "c-1", "-points", "5", "-tenant", "-t"}, `-tenant: tenant_id "-t": only letters, digits and ._- (not first) are allowed`},
 		{[]string{"run"}, "-activity is required"},
 		{[]string{"define"}, "-f is required (a file, or - for stdin)"},
 		{[]string{"event", "-f", missing}, "open " + missing + ": no such file or directory"},
@@ -136,7 +138,7 @@ func TestCommandHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-customer id", "-points", "-key key", "-signal", "-address host:port", "-json", "-timeout"} {
+	for _, f := range []string{"-customer id", "-tenant tenant", "TENANT_ID", "-points", "-key key", "-signal", "-address host:port", "-json", "-timeout"} {
 		if !strings.Contains(stderr, f) {
 			t.Errorf("points -h does not list %s:\n%s", f, stderr)
 		}
@@ -164,6 +166,10 @@ func TestStatusText(t *testing.T) {
 	st.Enrolled = false
 	if got := statusText(st); !strings.Contains(got, ", unenrolled;") {
 		t.Errorf("statusText of an unenrolled customer = %q", got)
+	}
+	st.TenantID = "t-1"
+	if got := statusText(st); !strings.HasPrefix(got, "t-1/c-1: ") {
+		t.Errorf("statusText of another tenant's customer = %q, want it led by t-1/c-1", got)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // entity's status afterwards. An entity still ending an unenrollment answers
 // Unenrolling, which is retried until it has ended and a new one can start.
 func (c *Client) Enroll(ctx context.Context, customerID string) (workflows.Status, error) {
-	if err := workflows.ValidateCustomerID(customerID); err != nil {
+	if err := c.validate(customerID); err != nil {
 		return workflows.Status{}, err
 	}
 	var st workflows.Status

@@ -30,9 +30,16 @@ var ErrUnknownCustomer = errors.New("unknown customer")
 // apply it twice: the entity answers a retry from its dedup window.
 var ErrOutcomeUnknown = errors.New("outcome unknown: the command may or may not have been applied")
 
-// Client sends commands to rewards entities.
+// Client sends commands to the rewards entities of one tenant's customers.
 type Client struct {
 	Temporal client.Client
+	// Tenant is the tenant whose customers the client serves: empty or
+	// workflows.DefaultTenant for the default tenant, whose entities have
+	// the workflow IDs rewards-{customer_id}; another tenant's entities are
+	// rewards/{tenant}/{customer_id} (workflows.RewardsWorkflowIDFor). A
+	// caller serving many tenants (the HTTP API) takes a copy per tenant
+	// with For.
+	Tenant string
 	// Options start new entities; zero values take the workflow's defaults.
 	Options workflows.Options
 	// Attempts bounds the tries of one command (default 30).
@@ -57,7 +64,7 @@ type Client struct {
 // wraps ErrOutcomeUnknown. Other failures (the server unavailable, the
 // update refused before it took effect) are returned as they are.
 func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflows.PointEvent) (workflows.PointsResult, error) {
-	if err := c.validate(customerID, ev); err != nil {
+	if err := c.validateEvent(customerID, ev); err != nil {
 		return workflows.PointsResult{}, err
 	}
 	if ev.DedupKey == "" {
@@ -93,7 +100,7 @@ func (c *Client) updateWithStartOnce(ctx context.Context, customerID, name, upda
 	h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.RewardsWorkflowID(customerID),
+			WorkflowID:   c.workflowID(customerID),
 			UpdateName:   name,
 			UpdateID:     updateID,
 			Args:         args,
@@ -122,11 +129,11 @@ func timedOut(err error) bool {
 // AddPoints sends an event as the add-points signal, starting the entity if it
 // does not exist (SignalWithStart).
 func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.PointEvent) error {
-	if err := c.validate(customerID, ev); err != nil {
+	if err := c.validateEvent(customerID, ev); err != nil {
 		return err
 	}
 	return c.retry(ctx, "add-points", func(ctx context.Context) error {
-		_, err := c.Temporal.SignalWithStartWorkflow(ctx, workflows.RewardsWorkflowID(customerID),
+		_, err := c.Temporal.SignalWithStartWorkflow(ctx, c.workflowID(customerID),
 			workflows.SignalAddPoints, ev, c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
 		return err
 	})
@@ -136,10 +143,10 @@ func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.
 // entity that has already completed (unenrolled, by this call's earlier try
 // or another caller) is not an error: unenrolling twice is unenrolling once.
 func (c *Client) Unenroll(ctx context.Context, customerID string) error {
-	if err := workflows.ValidateCustomerID(customerID); err != nil {
+	if err := c.validate(customerID); err != nil {
 		return err
 	}
-	id := workflows.RewardsWorkflowID(customerID)
+	id := c.workflowID(customerID)
 	err := c.retry(ctx, "unenroll", func(ctx context.Context) error {
 		return c.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalUnenroll, nil)
 	})
@@ -157,11 +164,11 @@ func (c *Client) Unenroll(ctx context.Context, customerID string) error {
 // answers for an entity that has completed, while its history is retained).
 func (c *Client) Status(ctx context.Context, customerID string) (workflows.Status, error) {
 	var st workflows.Status
-	if err := workflows.ValidateCustomerID(customerID); err != nil {
+	if err := c.validate(customerID); err != nil {
 		return st, err
 	}
 	err := c.retry(ctx, "get-status", func(ctx context.Context) error {
-		v, err := c.Temporal.QueryWorkflow(ctx, workflows.RewardsWorkflowID(customerID), "", workflows.QueryGetStatus)
+		v, err := c.Temporal.QueryWorkflow(ctx, c.workflowID(customerID), "", workflows.QueryGetStatus)
 		if err != nil {
 			return err
 		}
@@ -170,23 +177,57 @@ func (c *Client) Status(ctx context.Context, customerID string) (workflows.Statu
 	return st, unknownIfNotFound(customerID, err)
 }
 
-func (c *Client) validate(customerID string, ev workflows.PointEvent) error {
+// For returns a copy of c that serves tenant's customers (see Tenant), for
+// a caller that serves many tenants with one client.
+func (c *Client) For(tenant string) *Client {
+	cc := *c
+	cc.Tenant = tenant
+	return &cc
+}
+
+// validate checks the customer ID and the client's tenant.
+func (c *Client) validate(customerID string) error {
 	if err := workflows.ValidateCustomerID(customerID); err != nil {
+		return err
+	}
+	if c.Tenant != "" {
+		if err := workflows.ValidateTenantID(c.Tenant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateEvent checks the customer ID, the client's tenant and the event.
+func (c *Client) validateEvent(customerID string, ev workflows.PointEvent) error {
+	if err := c.validate(customerID); err != nil {
 		return err
 	}
 	return ev.Validate()
 }
 
+// workflowID is the workflow ID of the entity of the client's tenant's
+// customer.
+func (c *Client) workflowID(customerID string) string {
+	return workflows.RewardsWorkflowIDFor(c.Tenant, customerID)
+}
+
 func (c *Client) startOptions(customerID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       workflows.RewardsWorkflowID(customerID),
+		ID:                       c.workflowID(customerID),
 		TaskQueue:                workflows.RewardsTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
 }
 
+// input is the start input of a new entity: the default tenant's carries no
+// tenant_id, so that it is what it was before tenants.
 func (c *Client) input(customerID string) workflows.RewardsInput {
-	return workflows.RewardsInput{CustomerID: customerID, Options: c.Options}
+	in := workflows.RewardsInput{CustomerID: customerID, Options: c.Options}
+	if !workflows.IsDefaultTenant(c.Tenant) {
+		in.TenantID = c.Tenant
+	}
+	return in
 }
 
 func (c *Client) attemptTimeout() time.Duration {
