@@ -103,7 +103,9 @@ test-short:
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
 # The dedup window; log_run on SQLite and PostgreSQL; the event router against
 # raw ExecuteWorkflow on a local dev server; the idempotency layer's added
-# latency per key store against the bare handler; the points command end to end.
+# latency per key store against the bare handler; the points command end to end;
+# the auth and tenant-limit layer's added latency (API key, JWT) against the
+# bare handler.
 bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
@@ -116,6 +118,8 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 	$(BENCHSTAT) -col /store bench-http.txt
 	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/integration/api/ | tee bench-api.txt
 	$(BENCHSTAT) -col /via bench-api.txt
+	$(GO) test -run '^$$' -bench AuthOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/auth/ | tee bench-auth.txt
+	$(BENCHSTAT) -col /layer bench-auth.txt
 
 # A short load run against a self-started dev server (in memory) with the
 # rewards worker and the HTTP API in process: raw UpdateWithStart of a
@@ -138,6 +142,7 @@ fuzz:
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseEventEnvelope$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseActivityDefinition$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/auth -run '^$$' -fuzz '^FuzzAuthorizationHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/payloadcodec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/

@@ -1,0 +1,174 @@
+package auth
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/store"
+)
+
+// fakeClock is a settable clock for the cache and the limits.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// countingKeys counts the verifications that reach the store.
+type countingKeys struct {
+	*store.Store
+	mu    sync.Mutex
+	asked int
+}
+
+func (k *countingKeys) VerifyAPIKey(ctx context.Context, token string) (store.APIKey, error) {
+	k.mu.Lock()
+	k.asked++
+	k.mu.Unlock()
+	return k.Store.VerifyAPIKey(ctx, token)
+}
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), dbtest.SQLite(t).URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+var ok = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+
+// request sends a GET with the bearer token (none when empty) from the
+// client address remote through h and returns the status.
+func request(h http.Handler, token, remote string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/v1/thing", nil)
+	r.RemoteAddr = remote
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// A verified key is trusted for CacheTTL without asking the store: that is
+// the delay before a revocation takes effect, and then it does.
+func TestRevocationTakesEffectAfterTheCacheTTL(t *testing.T) {
+	st := openStore(t)
+	keys := &countingKeys{Store: st}
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	a := &Authenticator{Keys: keys, now: clock.now}
+	h := a.Require(ScopeRewardsRead, ok)
+	key, token, err := st.CreateAPIKey(context.Background(), store.NewAPIKey{TenantID: "acme", Scopes: []string{ScopeRewardsRead}})
+	require.NoError(t, err)
+
+	for range 3 {
+		require.Equal(t, http.StatusOK, request(h, token, "192.0.2.1:1234").Code)
+	}
+	assert.Equal(t, 1, keys.asked, "verified once, then from the cache")
+
+	_, err = st.RevokeAPIKey(context.Background(), key.ID, time.Time{})
+	require.NoError(t, err)
+	clock.advance(DefaultCacheTTL - time.Millisecond)
+	assert.Equal(t, http.StatusOK, request(h, token, "192.0.2.1:1234").Code, "within the revocation delay")
+	clock.advance(time.Millisecond)
+	assert.Equal(t, http.StatusUnauthorized, request(h, token, "192.0.2.1:1234").Code, "after it")
+	assert.Equal(t, 2, keys.asked)
+
+	// Without the cache every request asks the store.
+	nocache := &Authenticator{Keys: keys, CacheTTL: -1, now: clock.now}
+	_, fresh, err := st.CreateAPIKey(context.Background(), store.NewAPIKey{TenantID: "acme", Scopes: []string{ScopeRewardsRead}})
+	require.NoError(t, err)
+	for range 2 {
+		require.Equal(t, http.StatusOK, request(nocache.Require(ScopeRewardsRead, ok), fresh, "192.0.2.1:1234").Code)
+	}
+	assert.Equal(t, 4, keys.asked)
+}
+
+// Failed attempts drain the client address's bucket; once it is empty every
+// request from that address, even with a valid key, is answered 429 with
+// Retry-After until a token is back. Other addresses are unaffected, and a
+// client's IPv6 /64 is one address.
+func TestFailedAttemptsAreRateLimitedPerAddress(t *testing.T) {
+	st := openStore(t)
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	metrics := NewMetrics()
+	a := &Authenticator{Keys: st, FailureRate: 0.1, FailureBurst: 3, Metrics: metrics, now: clock.now}
+	h := a.Require(ScopeRewardsRead, ok)
+	_, token, err := st.CreateAPIKey(context.Background(), store.NewAPIKey{TenantID: "acme", Scopes: []string{ScopeRewardsRead}})
+	require.NoError(t, err)
+	const attacker, neighbour, other = "[2001:db8::1]:4000", "[2001:db8::2]:4001", "192.0.2.7:5000"
+
+	for _, tt := range []struct {
+		name, token, remote string
+		status              int
+		retryAfter          string
+	}{
+		{"failure 1", "", attacker, http.StatusUnauthorized, ""},
+		{"failure 2", "efk_wrong", attacker, http.StatusUnauthorized, ""},
+		{"a success costs nothing", token, attacker, http.StatusOK, ""},
+		{"failure 3, from the same /64", "", neighbour, http.StatusUnauthorized, ""},
+		{"bucket empty", "", attacker, http.StatusTooManyRequests, "10"},
+		{"bucket empty, valid key", token, neighbour, http.StatusTooManyRequests, "10"},
+		{"another address", token, other, http.StatusOK, ""},
+		{"another address, failing", "", other, http.StatusUnauthorized, ""},
+	} {
+		rec := request(h, tt.token, tt.remote)
+		require.Equal(t, tt.status, rec.Code, "%s: body %s", tt.name, rec.Body)
+		assert.Equal(t, tt.retryAfter, rec.Header().Get("Retry-After"), tt.name)
+	}
+	clock.advance(10 * time.Second)
+	assert.Equal(t, http.StatusOK, request(h, token, attacker).Code, "a token is back")
+	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
+# HELP auth_throttled_total API requests refused 429 by a limit: failures (a client address over its failed attempts) or tenant (a tenant over its command rate).
+# TYPE auth_throttled_total counter
+auth_throttled_total{limit="failures"} 2
+`), "auth_throttled_total"))
+}
+
+// Full buckets are forgotten at the next sweep, so memory follows the
+// addresses active recently.
+func TestFullBucketsAreForgotten(t *testing.T) {
+	b := newBuckets(0.1, 2)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.lastSweep = start
+	assert.Zero(t, b.take("a", start))
+	assert.Zero(t, b.take("b", start.Add(55*time.Second)))
+	b.bucket("c", start.Add(sweepEvery), false)
+	assert.Len(t, b.m, 1, "a refilled and was forgotten; b has not refilled")
+	assert.Contains(t, b.m, "b")
+}
+
+func TestClientAddress(t *testing.T) {
+	for _, tt := range []struct{ remote, want string }{
+		{"192.0.2.1:1234", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:1234", "192.0.2.1"},
+		{"[2001:db8:1:2:3:4:5:6]:1234", "2001:db8:1:2::/64"},
+		{"not an address", "not an address"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		assert.Equal(t, tt.want, clientAddress(r), tt.remote)
+	}
+}
