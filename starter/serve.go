@@ -65,6 +65,8 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	maxWait := fs.Duration("entity-max-wait", waitDefault, "longest wait in a customer's queue before 429 (env ENTITY_MAX_WAIT)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
+	tlsCert := fs.String("tls-cert", os.Getenv("HTTP_TLS_CERT"), "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key (env HTTP_TLS_CERT)")
+	tlsKey := fs.String("tls-key", os.Getenv("HTTP_TLS_KEY"), "the PEM private key `file` of -tls-cert (env HTTP_TLS_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +81,12 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var cert *certificate
+	if *tlsCert != "" || *tlsKey != "" {
+		if cert, err = loadCertificate(*tlsCert, *tlsKey, logger); err != nil {
+			return err
+		}
+	}
 
 	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
 	if err != nil {
@@ -130,9 +138,21 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *addr, err)
 	}
-	fmt.Fprintf(out, "serving the HTTP API on http://%s (idempotency store %s)\n", ln.Addr(), storeKind(*keyStore))
+	scheme := "http"
+	if cert != nil {
+		scheme = "https"
+		srv.TLSConfig = serverTLSConfig(cert)
+		go cert.watch(ctx)
+	}
+	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(*keyStore))
 	errs := make(chan error, 1)
-	go func() { errs <- srv.Serve(ln) }()
+	go func() {
+		if cert != nil {
+			errs <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errs <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errs:
 		return fmt.Errorf("serving: %w", err)
