@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -36,7 +37,8 @@ func invalid(w http.ResponseWriter, err error) {
 	problem.Write(w, problem.InvalidRequest(err))
 }
 
-// fail answers for an error from a backend: the entity's refusals are final
+// fail answers for an error from a backend, or an invalid X-Tenant-ID
+// (400, as the idempotency layer answers it): the entity's refusals are final
 // (422, or 409 for a customer who has unenrolled; replayed for the same key),
 // unknown things are 404, a full activity is 429, a dependency down is 503 and
 // a command whose outcome is unknown at the deadline is 504 (these three
@@ -45,6 +47,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var appErr *temporal.ApplicationError
 	var verr *contracts.ValidationError
 	switch {
+	case errors.Is(err, idempotency.ErrInvalidTenant):
+		problem.Write(w, problem.Details{Type: idempotency.ProblemInvalidTenant, Title: "Invalid tenant", Status: http.StatusBadRequest, Detail: err.Error()})
 	case errors.As(err, &verr):
 		invalid(w, err)
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotEnrolled:

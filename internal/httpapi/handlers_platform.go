@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -86,20 +87,38 @@ func (s *Server) putDefinition(w http.ResponseWriter, r *http.Request) {
 		invalid(w, err)
 		return
 	}
+	// An activity never changes tenant: another tenant's is not found, as
+	// for a GET, rather than refused (which would tell that it exists). The
+	// lookup is repeated when Define fails, for one created meanwhile.
+	if err := s.checkNotOthers(r, def.ActivityID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	res, err := s.Platform.Define(r.Context(), def)
 	if err != nil {
+		if hidden := s.checkNotOthers(r, def.ActivityID); errors.Is(hidden, platform.ErrNotFound) {
+			err = hidden
+		}
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
+// checkNotOthers answers for a definition about to be written: the not
+// found of a GET when activityID is another tenant's, nil when it is the
+// request's tenant's or new.
+func (s *Server) checkNotOthers(r *http.Request, activityID string) error {
+	def, err := s.Platform.Definition(r.Context(), activityID)
+	if errors.Is(err, platform.ErrNotFound) {
+		return nil
+	}
+	return hideOthers(r, "activity", activityID, def.TenantID, err)
+}
+
 // getDefinition is GET /v1/activities/{activity_id}.
 func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
-	def, err := s.Platform.Definition(r.Context(), r.PathValue("activity_id"))
-	if err == nil {
-		err = checkTenantVisible(r, def.TenantID)
-	}
+	def, err := s.visibleDefinition(r, r.PathValue("activity_id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -107,12 +126,30 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, def)
 }
 
-// checkTenantVisible hides another tenant's resources behind a 404.
-func checkTenantVisible(r *http.Request, tenantID string) error {
-	if checkTenant(r, tenantID) != nil {
-		return fmt.Errorf("%s %w", r.URL.Path, platform.ErrNotFound)
+// visibleDefinition returns the definition activityID if it is the
+// request's tenant's (see hideOthers).
+func (s *Server) visibleDefinition(r *http.Request, activityID string) (contracts.ActivityDefinition, error) {
+	def, err := s.Platform.Definition(r.Context(), activityID)
+	if err := hideOthers(r, "activity", activityID, def.TenantID, err); err != nil {
+		return contracts.ActivityDefinition{}, err
 	}
-	return nil
+	return def, nil
+}
+
+// hideOthers turns the outcome of looking up the resource id (of a kind
+// such as "activity" or "run") owned by tenant owner into what the request
+// may see: a missing resource and another tenant's get one and the same not
+// found answer (same status, type and detail), so that no tenant learns
+// which IDs another has. An invalid X-Tenant-ID is refused (400) first.
+func hideOthers(r *http.Request, kind, id, owner string, err error) error {
+	tenant, terr := idempotency.Tenant(r)
+	if terr != nil {
+		return terr
+	}
+	if errors.Is(err, platform.ErrNotFound) || err == nil && owner != tenant {
+		return fmt.Errorf("%s %s: %w", kind, id, platform.ErrNotFound)
+	}
+	return err
 }
 
 // startRun is POST /v1/activities/{activity_id}/runs: 202 with the run's IDs
@@ -122,11 +159,7 @@ func checkTenantVisible(r *http.Request, tenantID string) error {
 // max_concurrent_runs runs in flight (the key is released).
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	activityID := r.PathValue("activity_id")
-	def, err := s.Platform.Definition(r.Context(), activityID)
-	if err == nil {
-		err = checkTenantVisible(r, def.TenantID)
-	}
-	if err != nil {
+	if _, err := s.visibleDefinition(r, activityID); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -144,11 +177,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 
 // getRun is GET /v1/runs/{run_id}: the run row with its task rows.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	view, err := s.Platform.Run(r.Context(), r.PathValue("run_id"))
-	if err == nil {
-		err = checkTenantVisible(r, view.TenantID)
-	}
-	if err != nil {
+	runID := r.PathValue("run_id")
+	view, err := s.Platform.Run(r.Context(), runID)
+	if err = hideOthers(r, "run", runID, view.TenantID, err); err != nil {
 		s.fail(w, r, err)
 		return
 	}
