@@ -48,17 +48,20 @@ func TestServerScenarios(t *testing.T) {
 	scenarios := []struct {
 		name string
 		play func(t *testing.T, p *player)
+		// tenant is the entity's tenant; empty for the default tenant.
+		tenant string
 	}{
-		{"continue-as-new", playContinueAsNew},
-		{"tiers", playTiers},
-		{"unenroll-burst", playUnenrollBurst},
-		{"reenrol", playReenroll},
+		{"continue-as-new", playContinueAsNew, ""},
+		{"tiers", playTiers, ""},
+		{"unenroll-burst", playUnenrollBurst, ""},
+		{"reenrol", playReenroll, ""},
+		{"tenant", playTenant, "t-hist"},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			p := &player{t: t, ctx: ctx, c: c, rc: &rewardsclient.Client{Temporal: c}, customer: "hist-" + sc.name}
+			p := &player{t: t, ctx: ctx, c: c, rc: &rewardsclient.Client{Temporal: c, Tenant: sc.tenant}, tenant: sc.tenant, customer: "hist-" + sc.name}
 			sc.play(t, p)
 			if os.Getenv("RECORD_HISTORIES") == "" {
 				return
@@ -67,7 +70,7 @@ func TestServerScenarios(t *testing.T) {
 			for i, r := range p.runs {
 				fx := histories.Fixture{
 					File:       histories.FileName("rewards", histories.RewardsRelease, fmt.Sprintf("%s-run%d", sc.name, i+1)),
-					WorkflowID: workflows.RewardsWorkflowID(p.customer),
+					WorkflowID: p.workflowID(),
 					Release:    histories.RewardsRelease,
 					Scenario:   t.Name(),
 				}
@@ -80,20 +83,25 @@ func TestServerScenarios(t *testing.T) {
 	}
 }
 
-// player sends a scenario's commands to one entity.
+// player sends a scenario's commands to one entity, the customer's of the
+// tenant (empty for the default tenant).
 type player struct {
 	t        *testing.T
 	ctx      context.Context
 	c        client.Client
 	rc       *rewardsclient.Client
+	tenant   string
 	customer string
 	runs     []histories.Run // what capture has collected, oldest first
 }
 
+// workflowID is the entity's workflow ID.
+func (p *player) workflowID() string { return workflows.RewardsWorkflowIDFor(p.tenant, p.customer) }
+
 // capture collects the histories of the entity's latest chain of runs; a
 // scenario that ends an entity and starts another calls it in between.
 func (p *player) capture() {
-	runs, err := histories.Chain(p.ctx, p.c, workflows.RewardsWorkflowID(p.customer))
+	runs, err := histories.Chain(p.ctx, p.c, p.workflowID())
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -107,22 +115,22 @@ func (p *player) capture() {
 // wait waits for the entity's latest run to end and returns its result.
 func (p *player) wait() (workflows.Status, error) {
 	var st workflows.Status
-	err := p.c.GetWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "").Get(p.ctx, &st)
+	err := p.c.GetWorkflow(p.ctx, p.workflowID(), "").Get(p.ctx, &st)
 	return st, err
 }
 
 func (p *player) start(opts workflows.Options) {
 	_, err := p.c.ExecuteWorkflow(p.ctx, client.StartWorkflowOptions{
-		ID:        workflows.RewardsWorkflowID(p.customer),
+		ID:        p.workflowID(),
 		TaskQueue: workflows.RewardsTaskQueue,
-	}, workflows.RewardsWorkflowType, workflows.RewardsInput{CustomerID: p.customer, Options: opts})
+	}, workflows.RewardsWorkflowType, workflows.RewardsInput{CustomerID: p.customer, TenantID: p.tenant, Options: opts})
 	if err != nil {
 		p.t.Fatal(err)
 	}
 }
 
 func (p *player) signal(ev workflows.PointEvent) {
-	if err := p.c.SignalWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.SignalAddPoints, ev); err != nil {
+	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", workflows.SignalAddPoints, ev); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -218,7 +226,7 @@ func playReenroll(t *testing.T, p *player) {
 	if _, err := p.update(scenarioEvent("re-1", 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.c.SignalWorkflow(p.ctx, workflows.RewardsWorkflowID(p.customer), "", workflows.SignalAddPoints,
+	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", workflows.SignalAddPoints,
 		map[string]any{"dedup_key": "re-bad", "points": "5"}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +251,59 @@ func playReenroll(t *testing.T, p *player) {
 	if st := p.unenrollAndWait(); st.Points != 5 {
 		t.Fatalf("re-enrolled entity ended with %+v, want 5 points", st)
 	}
+}
+
+// playTenant: a tenant's entity (release 4) through a ContinueAsNew, tier
+// changes, an unenrollment that stays final for it and a re-enrollment:
+// every run carries the tenant, and so does every fact it records.
+func playTenant(t *testing.T, p *player) {
+	p.start(workflows.Options{EventsPerRun: 4})
+	want := int64(0)
+	// Signals and updates alternate, an update last, so that the status
+	// below has seen every event; the redemption is an update covered by
+	// the update before it, whatever the signals' timing.
+	for i, pts := range []int64{300, 300, 500, -300, 40, 10} {
+		ev := scenarioEvent(fmt.Sprint("tn-", i), pts)
+		if i%2 == 0 {
+			p.signal(ev)
+		} else if _, err := p.update(ev); err != nil {
+			t.Fatal(err)
+		}
+		want += pts
+	}
+	// The run continues as new once nothing is in flight (a tier change's
+	// activity may still be).
+	for st := p.status(); st.Run < 2; st = p.status() {
+		if st.TenantID != p.tenant || st.Points != want {
+			t.Fatalf("status %+v, want tenant %s with %d points", st, p.tenant, want)
+		}
+		select {
+		case <-p.ctx.Done():
+			t.Fatalf("no ContinueAsNew after %d events: %+v", st.EventCount, st)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if st := p.status(); st.TenantID != p.tenant || st.Points != want {
+		t.Fatalf("status %+v after a ContinueAsNew, want tenant %s with %d points", st, p.tenant, want)
+	}
+	if st := p.unenrollAndWait(); st.TenantID != p.tenant || st.Points != want || st.Enrolled {
+		t.Fatalf("final %+v, want tenant %s unenrolled with %d points", st, p.tenant, want)
+	}
+	p.capture()
+	if _, err := p.update(scenarioEvent("tn-late", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
+		t.Fatalf("event after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
+	}
+	if _, err := p.wait(); err != nil {
+		t.Fatal(err)
+	}
+	p.capture()
+	if st, err := p.rc.Enroll(p.ctx, p.customer); err != nil || !st.Enrolled || st.TenantID != p.tenant {
+		t.Fatalf("enroll: %+v, %v", st, err)
+	}
+	if res, err := p.update(scenarioEvent("tn-back", 5)); err != nil || res.Points != 5 {
+		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
+	}
+	p.unenrollAndWait()
 }
 
 // scenarioEvent is a purchase event with a dedup key, as the recorded
