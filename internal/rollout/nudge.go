@@ -68,7 +68,7 @@ type NudgeReport struct {
 // learns that the current version changed and continues as new onto it; an
 // unversioned one moves to it at once. Nudge first waits until the
 // deployment's last routing change has reached every task queue, as a nudge
-// sent before would not tell the entity of it; after propagationWait it
+// sent before would not tell the entity of it; after PropagationWait it
 // sweeps anyway and says so (NudgeReport.Propagating).
 //
 // An entity that ended meanwhile counts as gone; other failed signals are

@@ -48,7 +48,7 @@ var waitPolicy = backoff.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.S
 var errPropagating = errors.New("the routing change is still propagating to the task queues")
 
 // ErrStillPropagating reports a routing change that was made but had not
-// reached every task queue after propagationWait: entities woken meanwhile
+// reached every task queue after PropagationWait: entities woken meanwhile
 // may not hear of it yet, so a sweep is worth running again later.
 var ErrStillPropagating = errors.New("routing change made, still propagating to the task queues")
 
@@ -179,16 +179,17 @@ func describe(ctx context.Context, c client.Client, deployment string) (*workflo
 	return resp, nil
 }
 
-// propagationWait bounds how long routed waits for a routing change to reach
-// the task queues: seconds on a healthy server; longer means something is
-// wrong, which an operator should hear of rather than wait out.
-const propagationWait = 2 * time.Minute
+// PropagationWait bounds how long SetCurrent, SetRamping and Nudge wait for a
+// routing change to reach the task queues: seconds on a healthy server;
+// longer means the server's deployment workflows lag, which an operator
+// should hear of rather than wait out (the change itself stands).
+var PropagationWait = 2 * time.Minute
 
 // routed waits until the deployment's last routing change has reached every
-// task queue, and returns its description then. After propagationWait it
+// task queue, and returns its description then. After PropagationWait it
 // returns the last description with ErrStillPropagating.
 func routed(ctx context.Context, c client.Client, deployment string) (*workflowservice.DescribeWorkerDeploymentResponse, error) {
-	wait, cancel := context.WithTimeout(ctx, propagationWait)
+	wait, cancel := context.WithTimeout(ctx, PropagationWait)
 	defer cancel()
 	var last *workflowservice.DescribeWorkerDeploymentResponse
 	retryable := func(err error) bool { return errors.Is(err, errPropagating) || backoff.Transient(err) }
@@ -204,7 +205,7 @@ func routed(ctx context.Context, c client.Client, deployment string) (*workflows
 		return resp, nil
 	})
 	if err != nil && last != nil && ctx.Err() == nil && wait.Err() != nil {
-		return last, fmt.Errorf("%w after %v", ErrStillPropagating, propagationWait)
+		return last, fmt.Errorf("%w after %v", ErrStillPropagating, PropagationWait)
 	}
 	return resp, err
 }
