@@ -67,7 +67,14 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
 	tlsCert := fs.String("tls-cert", os.Getenv("HTTP_TLS_CERT"), "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key (env HTTP_TLS_CERT)")
 	tlsKey := fs.String("tls-key", os.Getenv("HTTP_TLS_KEY"), "the PEM private key `file` of -tls-cert (env HTTP_TLS_KEY)")
+	authf, err := addAuthFlags(fs)
+	if err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := authf.check(); err != nil {
 		return err
 	}
 	if *ttl <= 0 || *lockTTL <= 0 {
@@ -116,12 +123,20 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	idemMetrics := idempotency.NewMetrics()
 	reg.MustRegister(idemMetrics)
+	authn, tenantLimits, authMetrics, err := authf.build(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(authMetrics)
 	api := &httpapi.Server{
 		Platform:       &platform.Service{Store: st, Temporal: c, Logger: logger},
 		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
 		Idempotency:    &idempotency.Middleware{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: idemMetrics, Logger: logger},
+		Auth:           authn,
+		TenantLimits:   tenantLimits,
 		Metrics:        httpapi.NewMetrics(reg),
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		MetricsToken:   *authf.metricsToken,
 		Timeout:        requestTimeout,
 		Admission:      &admission.Limiter{MaxInFlight: *maxInFlight, MaxQueue: queueSize(*maxQueue), MaxWait: *maxWait},
 		Logger:         logger,
@@ -145,6 +160,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		go cert.watch(ctx)
 	}
 	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(*keyStore))
+	fmt.Fprintln(out, authf.describe())
 	errs := make(chan error, 1)
 	go func() {
 		if cert != nil {

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -203,11 +204,7 @@ func (a *Authenticator) Require(scope string, next http.Handler) http.Handler {
 	a.setup()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := clientAddress(r)
-		if wait := a.failures.wait(client, a.now()); wait > 0 {
-			a.Metrics.throttled(limitFailures)
-			retryAfter(w, wait)
-			problem.Write(w, problem.Details{Type: ProblemTooManyFailures, Title: "Too many failed attempts", Status: http.StatusTooManyRequests,
-				Detail: "too many requests from this address failed to authenticate; retry after Retry-After seconds"})
+		if a.throttle(w, client) {
 			return
 		}
 		p, ref := a.authenticate(r)
@@ -225,6 +222,47 @@ func (a *Authenticator) Require(scope string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// RequireToken returns next behind one fixed bearer token, such as the
+// token of GET /metrics: it answers 401 as Require does without it, and
+// counts and limits failed attempts the same way. The comparison takes the
+// same time whatever the token sent (SHA-256 of both, crypto/subtle).
+func (a *Authenticator) RequireToken(token string, next http.Handler) http.Handler {
+	a.setup()
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := clientAddress(r)
+		if a.throttle(w, client) {
+			return
+		}
+		sent, err := ParseAuthorization(r.Header.Values("Authorization"))
+		got := sha256.Sum256([]byte(sent))
+		switch {
+		case errors.Is(err, ErrNoCredentials):
+			a.refuse(w, client, refuseMissing)
+		case err != nil:
+			a.refuse(w, client, refuseMalformed)
+		case subtle.ConstantTimeCompare(got[:], want[:]) != 1:
+			a.refuse(w, client, invalid(reasonWrongToken))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// throttle answers 429 and reports true when the client address has no
+// failed attempt left.
+func (a *Authenticator) throttle(w http.ResponseWriter, client string) bool {
+	wait := a.failures.wait(client, a.now())
+	if wait <= 0 {
+		return false
+	}
+	a.Metrics.throttled(limitFailures)
+	retryAfter(w, wait)
+	problem.Write(w, problem.Details{Type: ProblemTooManyFailures, Title: "Too many failed attempts", Status: http.StatusTooManyRequests,
+		Detail: "too many requests from this address failed to authenticate; retry after Retry-After seconds"})
+	return true
 }
 
 // withTenant checks the request's X-Tenant-ID against the credential's

@@ -123,7 +123,7 @@ func TestRequire(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, rec.Code)
 
 	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
-# HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token) or 403 (insufficient_scope, tenant_mismatch).
+# HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).
 # TYPE auth_failures_total counter
 auth_failures_total{reason="insufficient_scope"} 1
 auth_failures_total{reason="invalid_key"} 1
@@ -231,3 +231,36 @@ func TestTenantLimiterWithoutAuthIs500(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/thing", nil))
 	assert.Equal(t, http.StatusInternalServerError, rec.Code)
 }
+
+// A fixed token (the metrics token) is compared whole; anything else is 401
+// and counted as a failed attempt.
+func TestRequireToken(t *testing.T) {
+	metrics := auth.NewMetrics()
+	a := &auth.Authenticator{Metrics: metrics}
+	h := a.RequireToken("s3cret-metrics-token", echoPlain)
+	for _, tt := range []struct {
+		name, authorization string
+		status              int
+	}{
+		{"right token", "Bearer s3cret-metrics-token", http.StatusOK},
+		{"no token", "", http.StatusUnauthorized},
+		{"prefix of the token", "Bearer s3cret", http.StatusUnauthorized},
+		{"token and more", "Bearer s3cret-metrics-token2", http.StatusUnauthorized},
+		{"Basic", "Basic s3cret-metrics-token", http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := call(h, tt.authorization, "")
+			assert.Equal(t, tt.status, rec.Code)
+		})
+	}
+	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
+# HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).
+# TYPE auth_failures_total counter
+auth_failures_total{reason="malformed"} 1
+auth_failures_total{reason="missing"} 1
+auth_failures_total{reason="wrong_token"} 2
+`), "auth_failures_total"))
+}
+
+// echoPlain answers 200.
+var echoPlain = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})

@@ -11,6 +11,7 @@ const (
 	reasonInvalidJWT  = "invalid_jwt"        // bad signature, issuer, audience, claims
 	reasonExpiredJWT  = "expired_jwt"        // a JWT past its expiry
 	reasonUnsupported = "unsupported_token"  // neither an API key nor (with OIDC) a JWT
+	reasonWrongToken  = "wrong_token"        // not the fixed token of RequireToken
 	reasonScope       = "insufficient_scope" // 403: the credential lacks the route's scope
 	reasonTenant      = "tenant_mismatch"    // 403: X-Tenant-ID names another tenant
 )
@@ -27,7 +28,7 @@ const (
 //
 //   - auth_failures_total{reason}: requests refused 401 (missing, malformed,
 //     invalid_key, revoked_key, invalid_jwt, expired_jwt,
-//     unsupported_token) or 403 (insufficient_scope,
+//     unsupported_token, wrong_token) or 403 (insufficient_scope,
 //     tenant_mismatch);
 //   - auth_throttled_total{limit}: requests refused 429, by limit: failures
 //     (a client address over its failed attempts) or tenant (a tenant over
@@ -42,7 +43,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "auth_failures_total",
-			Help: "API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token) or 403 (insufficient_scope, tenant_mismatch).",
+			Help: "API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).",
 		}, []string{"reason"}),
 		throttles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "auth_throttled_total",

@@ -66,7 +66,7 @@ func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 		Timeout:     30 * time.Second,
 		Logger:      logger,
 	}
-	h := api.Handler()
+	h := withKey(t, api)
 	body := `{"activity":"purchase","points":25}`
 
 	var wg sync.WaitGroup
@@ -127,7 +127,7 @@ func TestQueuedCommandDeadlineIs503(t *testing.T) {
 		Timeout:     30 * time.Second,
 		Logger:      logger,
 	}
-	h := api.Handler()
+	h := withKey(t, api)
 	body := `{"activity":"purchase","points":25}`
 	done := make(chan int)
 	go func() { done <- send(h, http.MethodPost, "/v1/customers/c-hot/points", "k-0", body).Code }()

@@ -25,11 +25,11 @@ func TestEventsKeyDefaultsToEventID(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	logger := slog.New(slog.DiscardHandler)
-	h := (&httpapi.Server{
+	h := withKey(t, &httpapi.Server{
 		Platform:    &platform.Service{Store: st, Logger: logger}, // no subscribers: Temporal is not called
 		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
 		Logger:      logger,
-	}).Handler()
+	})
 	const (
 		derived = `{"event_type":"order.created","source":"shop","tenant_id":"default","occurred_at":"2026-11-21T10:00:00Z","payload":{"order":1}}`
 		given   = `{"event_id":"evt_given","event_type":"order.created","source":"shop","tenant_id":"default","occurred_at":"2026-11-21T10:00:00Z"}`

@@ -62,7 +62,7 @@ func TestPointsOutcomeUnknownIs504(t *testing.T) {
 		Timeout:     300 * time.Millisecond,
 		Logger:      logger,
 	}
-	h := api.Handler()
+	h := withKey(t, api)
 	body := `{"activity":"purchase","points":25}`
 
 	// The stalled update returns only when the request's deadline ends its

@@ -51,7 +51,7 @@ func TestHealthChecksTheKeyStore(t *testing.T) {
 				Logger:      logger,
 			}
 			rec := httptest.NewRecorder()
-			api.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			withKey(t, api).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 			require.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
 			if tt.status == http.StatusOK {
 				var body struct{ Checks map[string]string }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/entityflow/entityflow/internal/auth/authtest"
+	"github.com/entityflow/entityflow/internal/httpapi"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/problem"
 )
 
@@ -25,7 +28,24 @@ func send(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 	return rec
 }
 
-// problemType is the type of a problem+json answer.
+// withKey gives api a real authenticator (authtest: API keys in a SQLite
+// database) and returns its handler as a client holding an API key of the
+// default tenant with every scope sees it: a request without an
+// Authorization header is sent with the key's.
+func withKey(t *testing.T, api *httpapi.Server) http.Handler {
+	t.Helper()
+	keys := authtest.New(t)
+	api.Auth = keys.Auth
+	token := keys.Issue(t, idempotency.DefaultTenant)
+	h := api.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // retryAfter returns the answer's Retry-After in seconds, failing the test
 // when it is missing or not a number.
 func retryAfter(t *testing.T, rec *httptest.ResponseRecorder) int {
@@ -35,6 +55,7 @@ func retryAfter(t *testing.T, rec *httptest.ResponseRecorder) int {
 	return secs
 }
 
+// problemType is the type of a problem+json answer.
 func problemType(t *testing.T, rec *httptest.ResponseRecorder) string {
 	t.Helper()
 	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), "body %s", rec.Body)

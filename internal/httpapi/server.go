@@ -1,8 +1,9 @@
 // Package httpapi is the project's HTTP API (`starter serve`): the routes of
-// the contract over the rewards entities and the activity platform, behind
-// the Idempotency-Key layer (idempotency.Middleware) that makes every
-// state-changing command safe to retry, with problem+json errors (RFC 9457)
-// and Prometheus metrics.
+// the contract over the rewards entities and the activity platform, each
+// behind the credential check of its scope (internal/auth), every
+// state-changing command then behind its tenant's rate limit and the
+// Idempotency-Key layer (idempotency.Middleware) that makes it safe to
+// retry, with problem+json errors (RFC 9457) and Prometheus metrics.
 package httpapi
 
 import (
@@ -12,10 +13,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/entityflow/entityflow/internal/admission"
+	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
@@ -24,15 +28,29 @@ import (
 
 // Server is the HTTP API of the contract: rewards entities, events, activity
 // definitions, manual runs and run lookup, plus health and metrics. Every
-// command that changes state goes through Idempotency.
+// route but GET /healthz needs credentials (Auth); every command that
+// changes state goes through TenantLimits, then Idempotency.
 type Server struct {
 	Platform    *platform.Service
 	Rewards     *rewardsclient.Client
 	Idempotency *idempotency.Middleware
-	Metrics     *Metrics
+	// Auth checks the credentials and scope of every route but GET
+	// /healthz. It is required: Handler panics without it, so that no
+	// wiring serves the API unauthenticated.
+	Auth *auth.Authenticator
+	// TenantLimits bounds each tenant's commands, in front of the
+	// Idempotency-Key layer (nil: auth.TenantLimiter's defaults).
+	TenantLimits *auth.TenantLimiter
+	Metrics      *Metrics
 	// MetricsHandler serves GET /metrics (promhttp over the registry the
 	// Metrics were registered with).
 	MetricsHandler http.Handler
+	// MetricsToken, when set, is the bearer token GET /metrics needs. When
+	// empty, GET /metrics answers only connections that arrived on a
+	// loopback address (all of them when the server binds to loopback) and
+	// 403 to others: metrics name routes, tenants' traffic and failures,
+	// which are nobody else's business.
+	MetricsToken string
 	// Timeout bounds the backend calls of one request (default 20 s). Keep
 	// it below the idempotency lock TTL, so a command never outlives its
 	// claim on the key.
@@ -43,37 +61,83 @@ type Server struct {
 	Logger    *slog.Logger
 }
 
-// Handler returns the API's routes.
+// Handler returns the API's routes, each with the scope it needs: the
+// customers' commands rewards:write, their status rewards:read; events,
+// definitions and runs activities:write, reading definitions and runs
+// activities:read. It panics when s.Auth is nil.
 func (s *Server) Handler() http.Handler {
+	if s.Auth == nil {
+		panic("httpapi: Server.Auth is nil: every route but GET /healthz needs credentials")
+	}
+	tenants := s.TenantLimits
+	if tenants == nil {
+		tenants = &auth.TenantLimiter{}
+	}
 	mux := http.NewServeMux()
 	route := func(pattern string, h http.Handler) {
 		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
 	}
-	command := func(pattern, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
-		route(pattern, s.Idempotency.WrapOptionalKey(operation, key, h))
+	read := func(pattern, scope string, h http.HandlerFunc) {
+		route(pattern, s.Auth.Require(scope, h))
+	}
+	// A command refused by its tenant's rate never reaches the
+	// Idempotency-Key layer, so it claims no key.
+	command := func(pattern, scope, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
+		route(pattern, s.Auth.Require(scope, tenants.Wrap(s.Idempotency.WrapOptionalKey(operation, key, h))))
 	}
 	limiter := s.Admission
 	if limiter == nil {
 		limiter = &admission.Limiter{}
 	}
-	command("POST /v1/customers/{id}/points", "points", nil, s.admit(limiter, s.applyPoints))
-	command("POST /v1/customers/{id}/unenroll", "unenroll", nil, s.admit(limiter, s.unenroll))
-	command("POST /v1/customers/{id}/enroll", "enroll", nil, s.admit(limiter, s.enroll))
-	route("GET /v1/customers/{id}", http.HandlerFunc(s.customerStatus))
-	command("POST /v1/events", "events", eventKey, s.deliverEvent)
-	command("PUT /v1/activities/{activity_id}", "define", nil, s.putDefinition)
-	route("GET /v1/activities/{activity_id}", http.HandlerFunc(s.getDefinition))
-	command("POST /v1/activities/{activity_id}/runs", "runs", nil, s.startRun)
-	route("GET /v1/runs/{run_id}", http.HandlerFunc(s.getRun))
+	command("POST /v1/customers/{id}/points", auth.ScopeRewardsWrite, "points", nil, s.admit(limiter, s.applyPoints))
+	command("POST /v1/customers/{id}/unenroll", auth.ScopeRewardsWrite, "unenroll", nil, s.admit(limiter, s.unenroll))
+	command("POST /v1/customers/{id}/enroll", auth.ScopeRewardsWrite, "enroll", nil, s.admit(limiter, s.enroll))
+	read("GET /v1/customers/{id}", auth.ScopeRewardsRead, s.customerStatus)
+	command("POST /v1/events", auth.ScopeActivitiesWrite, "events", eventKey, s.deliverEvent)
+	command("PUT /v1/activities/{activity_id}", auth.ScopeActivitiesWrite, "define", nil, s.putDefinition)
+	read("GET /v1/activities/{activity_id}", auth.ScopeActivitiesRead, s.getDefinition)
+	command("POST /v1/activities/{activity_id}/runs", auth.ScopeActivitiesWrite, "runs", nil, s.startRun)
+	read("GET /v1/runs/{run_id}", auth.ScopeActivitiesRead, s.getRun)
 	route("GET /healthz", http.HandlerFunc(s.health))
 	if s.MetricsHandler != nil {
-		mux.Handle("GET /metrics", s.MetricsHandler)
+		mux.Handle("GET /metrics", s.metricsGuard(s.MetricsHandler))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// problemMetricsForbidden is the 403 of GET /metrics from afar without a
+// metrics token configured.
+const problemMetricsForbidden = "https://entityflow.dev/problems/metrics-forbidden"
+
+// metricsGuard puts h behind s.MetricsToken, or, without one, serves it only
+// to connections that arrived on a loopback address.
+func (s *Server) metricsGuard(h http.Handler) http.Handler {
+	if s.MetricsToken != "" {
+		return s.Auth.RequireToken(s.MetricsToken, h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !arrivedOnLoopback(r) {
+			problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
+				Detail: "GET /metrics is served on loopback only unless the server has a metrics token (HTTP_METRICS_TOKEN)"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// arrivedOnLoopback reports whether the request's connection was accepted
+// on a loopback address.
+func arrivedOnLoopback(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(local.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // withTimeout bounds the request's backend calls by s.Timeout.

@@ -8,7 +8,8 @@
 //
 // Without -temporal it starts its own environment: a Temporal dev server
 // (internal/devserver), the rewards worker and the HTTP API in process.
-// With -temporal (and -api) it targets running ones, on loopback only.
+// With -temporal (and -api, with -api-key) it targets running ones, on
+// loopback only.
 package main
 
 import (
@@ -37,8 +38,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
@@ -65,6 +68,7 @@ type config struct {
 	temporal    string
 	namespace   string
 	api         string
+	apiKey      string
 	devDB       string
 	worker      string
 	pollers     int
@@ -135,6 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.temporal, "temporal", "", "Temporal frontend host:port on loopback; empty starts a dev server")
 	fs.StringVar(&cfg.namespace, "namespace", "default", "Temporal namespace")
 	fs.StringVar(&cfg.api, "api", "", "HTTP API base URL on loopback (http://127.0.0.1:8080); empty runs the API in process")
+	fs.StringVar(&cfg.apiKey, "api-key", os.Getenv("ENTITYFLOW_API_KEY"), "API key of -api, with rewards:write and rewards:read (env ENTITYFLOW_API_KEY)")
 	fs.StringVar(&cfg.devDB, "dev-db", "", "with a self-started dev server: its SQLite file (empty: in memory)")
 	fs.StringVar(&cfg.worker, "worker", "auto", "run the rewards worker in process: on, off, auto (on when the harness starts the dev server)")
 	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default)")
@@ -177,6 +182,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if cfg.temporal == "" {
 			return cfg, errors.New("-api needs -temporal: the server behind that API (the baseline and the client mode run there too)")
 		}
+		if cfg.apiKey == "" {
+			return cfg, errors.New("-api needs -api-key (or ENTITYFLOW_API_KEY): an API key with rewards:write and rewards:read (starter apikey create)")
+		}
 	}
 	return cfg, nil
 }
@@ -199,9 +207,11 @@ func loopbackHostPort(hp string) error {
 
 // env is what the run talks to, and how to stop what it started.
 type env struct {
-	server  string
-	c       client.Client
-	api     string
+	server string
+	c      client.Client
+	api    string
+	// apiKey is the API key the http mode sends.
+	apiKey  string
 	cleanup []func()
 }
 
@@ -288,13 +298,22 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger) (*env, error) {
 		e.cleanup = append(e.cleanup, rw.Stop)
 	}
 
-	e.api = cfg.api
+	e.api, e.apiKey = cfg.api, cfg.apiKey
 	if inAPI {
+		key, err := loadAPIKey(ctx, st)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.apiKey = key
 		api := &httpapi.Server{
 			Platform:    &platform.Service{Store: st, Temporal: e.c, Logger: logger},
 			Rewards:     &rewardsclient.Client{Temporal: e.c, Logger: logger},
 			Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
 			Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
+			Auth:        &auth.Authenticator{Keys: st},
+			// The harness measures the service, not a tenant's rate limit.
+			TenantLimits: &auth.TenantLimiter{Rate: rate.Inf},
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,
@@ -314,6 +333,16 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger) (*env, error) {
 		e.api = "http://" + ln.Addr().String()
 	}
 	return e, nil
+}
+
+// loadAPIKey creates the API key of the in-process API in its database.
+func loadAPIKey(ctx context.Context, st *store.Store) (string, error) {
+	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: idempotency.DefaultTenant,
+		Scopes: []string{auth.ScopeRewardsWrite, auth.ScopeRewardsRead}, Name: "load harness"})
+	if err != nil {
+		return "", fmt.Errorf("creating the load harness's API key: %w", err)
+	}
+	return token, nil
 }
 
 // run sets up, drives each mode in turn and checks the totals.
@@ -350,7 +379,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			// stalled try is sent again (same update ID) within it.
 			tgt = &clientTarget{rc: &rewardsclient.Client{Temporal: e.c, Logger: logger, AttemptTimeout: cfg.timeout / 2}}
 		case "http":
-			tgt = &httpTarget{base: e.api, hc: hc}
+			tgt = &httpTarget{base: e.api, hc: hc, apiKey: e.apiKey}
 		}
 		g := &generator{
 			rng:       rand.New(rand.NewPCG(cfg.seed, uint64(i))),

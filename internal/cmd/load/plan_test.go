@@ -68,14 +68,16 @@ func TestParseFlags(t *testing.T) {
 	if len(cfg.steps) != 2 || cfg.steps[1].Count != 100 || len(cfg.modes) != 2 || cfg.modes[0] != "http" {
 		t.Fatalf("%+v", cfg)
 	}
-	if _, err := parseFlags([]string{"-temporal", "127.0.0.1:7233", "-api", "http://[::1]:8080/"}, io.Discard); err != nil {
+	t.Setenv("ENTITYFLOW_API_KEY", "")
+	if _, err := parseFlags([]string{"-temporal", "127.0.0.1:7233", "-api", "http://[::1]:8080/", "-api-key", "efk_k"}, io.Discard); err != nil {
 		t.Fatalf("loopback refused: %v", err)
 	}
 	for _, args := range [][]string{
 		{"-temporal", "10.0.0.5:7233"},
 		{"-temporal", "example.com:7233"},
 		{"-temporal", "127.0.0.1:7233", "-api", "http://192.168.1.2:8080"},
-		{"-api", "http://127.0.0.1:8080"}, // an API without its server
+		{"-api", "http://127.0.0.1:8080", "-api-key", "efk_k"},           // an API without its server
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080"}, // an API without a key
 		{"-modes", "grpc"},
 		{"-redeliver", "1"},
 		{"-rates", "0"},

@@ -33,10 +33,11 @@ type target interface {
 }
 
 // httpTarget drives POST /v1/customers/{id}/points with the event's key as
-// the Idempotency-Key.
+// the Idempotency-Key, authenticated with apiKey.
 type httpTarget struct {
-	base string
-	hc   *http.Client
+	base   string
+	hc     *http.Client
+	apiKey string
 }
 
 func (t *httpTarget) send(ctx context.Context, e *event) string {
@@ -47,6 +48,7 @@ func (t *httpTarget) send(ctx context.Context, e *event) string {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", e.Key)
+	req.Header.Set("Authorization", "Bearer "+t.apiKey)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,6 +70,7 @@ func (t *httpTarget) points(ctx context.Context, customer string) (int64, bool, 
 	if err != nil {
 		return 0, true, err
 	}
+	req.Header.Set("Authorization", "Bearer "+t.apiKey)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		return 0, true, err

@@ -2,6 +2,8 @@
 // workers, the database and each idempotency key store: the contract's
 // Idempotency-Key rules end to end, the admission runbook, a hundred
 // concurrent retries of one command, and a key store flushed mid-traffic.
+// Every request carries a real API key of its tenant, created in the
+// stack's database.
 package api_test
 
 import (
@@ -25,6 +27,8 @@ import (
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/admission"
+	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/auth/authtest"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/httpapi"
@@ -53,6 +57,10 @@ type stack struct {
 	url   string
 	// reg holds the API's metrics.
 	reg *prometheus.Registry
+	// keys issues the API keys requests carry, one per tenant (tokens).
+	keys   *authtest.Keys
+	mu     sync.Mutex
+	tokens map[string]string
 }
 
 // newStack starts everything; keys is the idempotency key store.
@@ -70,6 +78,8 @@ type stackConfig struct {
 	noRewardsWorker bool
 	// admission is the API's per-customer admission (nil: the defaults).
 	admission *admission.Limiter
+	// tenantLimits is the API's per-tenant rate limit (nil: the defaults).
+	tenantLimits *auth.TenantLimiter
 }
 
 // newStackWith starts a stack as cfg says.
@@ -83,7 +93,7 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 	}
 	t.Cleanup(func() { st.Close() })
 	logger := quietLogger(t)
-	s := &stack{t: t, c: c, store: st, reg: prometheus.NewRegistry()}
+	s := &stack{t: t, c: c, store: st, reg: prometheus.NewRegistry(), keys: authtest.WithStore(st), tokens: map[string]string{}}
 	if !cfg.noRewardsWorker {
 		s.startRewardsWorker()
 	}
@@ -93,13 +103,15 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 	}
 	t.Cleanup(pw.Stop)
 	api := &httpapi.Server{
-		Platform:    &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
-		Rewards:     &rewardsclient.Client{Temporal: c, Logger: logger},
-		Idempotency: &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: logger},
-		Metrics:     httpapi.NewMetrics(s.reg),
-		Timeout:     cfg.timeout,
-		Admission:   cfg.admission,
-		Logger:      logger,
+		Platform:     &platform.Service{Store: st, Temporal: c, Logger: logger, StaleAfter: time.Second},
+		Rewards:      &rewardsclient.Client{Temporal: c, Logger: logger},
+		Idempotency:  &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: logger},
+		Auth:         s.keys.Auth,
+		TenantLimits: cfg.tenantLimits,
+		Metrics:      httpapi.NewMetrics(s.reg),
+		Timeout:      cfg.timeout,
+		Admission:    cfg.admission,
+		Logger:       logger,
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -131,7 +143,19 @@ func (s *stack) do(method, path, key string, body any) response {
 	return s.doAs("", method, path, key, body)
 }
 
-// doAs sends one request as tenant ("" sends no X-Tenant-ID).
+// token returns the API key of tenant (every scope), created on first use.
+func (s *stack) token(tenant string) string {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens[tenant] == "" {
+		s.tokens[tenant] = s.keys.Issue(s.t, tenant)
+	}
+	return s.tokens[tenant]
+}
+
+// doAs sends one request as tenant, with its API key and X-Tenant-ID (""
+// sends the default tenant's key and no X-Tenant-ID).
 func (s *stack) doAs(tenant, method, path, key string, body any) response {
 	s.t.Helper()
 	var rd io.Reader
@@ -151,7 +175,10 @@ func (s *stack) doAs(tenant, method, path, key string, body any) response {
 	}
 	if tenant != "" {
 		req.Header.Set("X-Tenant-ID", tenant)
+	} else {
+		tenant = idempotency.DefaultTenant
 	}
+	req.Header.Set("Authorization", "Bearer "+s.token(tenant))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
@@ -164,18 +191,25 @@ func (s *stack) doAs(tenant, method, path, key string, body any) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: b, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
 }
 
-// untilDone repeats a command while the API answers 409 (in progress), as a
-// well-behaved client does, honouring Retry-After (capped for the test).
+// untilDone repeats a command while the API answers 409 (in progress) or
+// 429 (the tenant's rate), as a well-behaved client does, honouring
+// Retry-After (capped for the test).
 func (s *stack) untilDone(method, path, key string, body any) response {
 	s.t.Helper()
 	for {
 		r := s.do(method, path, key, body)
-		if r.status != http.StatusConflict {
+		if r.status != http.StatusConflict && (r.status != http.StatusTooManyRequests || !tenantLimited(r)) {
 			return r
 		}
 		wait, _ := strconv.Atoi(r.header.Get("Retry-After"))
 		time.Sleep(min(time.Duration(wait)*time.Second, 200*time.Millisecond))
 	}
+}
+
+// tenantLimited reports whether r is a 429 of the tenant's rate limit.
+func tenantLimited(r response) bool {
+	var p problem.Details
+	return json.Unmarshal(r.body, &p) == nil && p.Type == auth.ProblemTenantRateLimited
 }
 
 func decode[T any](t *testing.T, r response) T {
@@ -465,7 +499,7 @@ func TestUnenrollTwice(t *testing.T) {
 }
 
 // Tenants see only their own activities and runs; an activity never changes
-// tenant.
+// tenant: another tenant's activity is not found, for reads and writes alike.
 func TestTenantScoping(t *testing.T) {
 	s := newStack(t, memory.NewStore(0))
 	id := uuid.NewString()
@@ -486,7 +520,7 @@ func TestTenantScoping(t *testing.T) {
 		want                            int
 	}{
 		{"document of another tenant", "t-1", "PUT", "/v1/activities/" + id, "d-2", def("t-2"), http.StatusBadRequest},
-		{"taking over another tenant's activity", "t-2", "PUT", "/v1/activities/" + id, "d-3", def("t-2"), http.StatusBadRequest},
+		{"taking over another tenant's activity", "t-2", "PUT", "/v1/activities/" + id, "d-3", def("t-2"), http.StatusNotFound},
 		{"reading as another tenant", "t-2", "GET", "/v1/activities/" + id, "", nil, http.StatusNotFound},
 		{"reading without a tenant (default)", "", "GET", "/v1/activities/" + id, "", nil, http.StatusNotFound},
 		{"starting a run as another tenant", "t-2", "POST", "/v1/activities/" + id + "/runs", "r-1", nil, http.StatusNotFound},

@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
+	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
@@ -19,11 +22,13 @@ import (
 // BenchmarkPointsAPI measures the requests per second POST
 // /v1/customers/{id}/points sustains end to end (HTTP, the idempotency layer
 // with the memory store, UpdateWithStart into the entity, the worker) against
-// a local dev server, spread over 16 customers, every request a new key;
-// beside it the same commands sent straight through rewardsclient (no HTTP,
-// no key store), the baseline the API adds to.
+// a local dev server, spread over 16 customers, every request a new key and
+// an API key (verified, then cached; no tenant rate limit, which would
+// measure itself); beside it the same commands sent straight through
+// rewardsclient (no HTTP, no key store), the baseline the API adds to.
 func BenchmarkPointsAPI(b *testing.B) {
-	s := newStack(b, memory.NewStore(0))
+	s := newStackWith(b, memory.NewStore(0), stackConfig{tenantLimits: &auth.TenantLimiter{Rate: rate.Inf}})
+	token := s.token(idempotency.DefaultTenant)
 	run := uuid.NewString()[:8]
 	var seq atomic.Int64
 	customer := func(n int64) string { return fmt.Sprintf("bench-%s-%d", run, n%16) }
@@ -42,6 +47,7 @@ func BenchmarkPointsAPI(b *testing.B) {
 					return
 				}
 				req.Header.Set("Idempotency-Key", fmt.Sprint("k-", n))
+				req.Header.Set("Authorization", "Bearer "+token)
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Error(err)

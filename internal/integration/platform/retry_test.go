@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/auth/authtest"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
@@ -54,16 +55,24 @@ func (u *unreachable) DescribeWorkflowExecution(ctx context.Context, workflowID,
 }
 
 // serveAPI serves the HTTP API over svc with the Idempotency-Key store keys
-// until the test ends, and returns its base URL.
+// until the test ends, and returns its base URL. A request reaches it as
+// from a client of tenant t-1: with that tenant's API key (every scope),
+// created in svc's database.
 func serveAPI(t *testing.T, svc *platform.Service, keys idempotency.KeyStore) string {
 	t.Helper()
+	apiKeys := authtest.WithStore(svc.Store)
 	api := &httpapi.Server{
 		Platform:    svc,
 		Idempotency: &idempotency.Middleware{Store: keys, Metrics: idempotency.NewMetrics(), Logger: quietLogger(t)},
+		Auth:        apiKeys.Auth,
 		Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
 		Logger:      quietLogger(t),
 	}
-	srv := httptest.NewServer(api.Handler())
+	h, token := api.Handler(), apiKeys.Issue(t, "t-1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
