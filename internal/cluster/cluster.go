@@ -502,10 +502,17 @@ func (quiet) Error(string, ...any) {}
 // needed on v1.32.1: deployment versions and the target-version-changed flag
 // for Pinned workflows (system.enableDeploymentVersions,
 // system.enableSendTargetVersionChanged) are on by default.
+//
+// It also gives every task queue one partition instead of four: a routing
+// change counts as propagated only once every partition has it, and on a
+// loaded single-process test server the child partitions were seen to take
+// minutes to report it (after the change had already taken effect).
 func FastVersioning() map[string]any {
 	return map[string]any{
 		"matching.wv.VersionDrainageStatusVisibilityGracePeriod": "5s",
 		"matching.wv.VersionDrainageStatusRefreshInterval":       "2s",
+		"matching.numTaskqueueReadPartitions":                    1,
+		"matching.numTaskqueueWritePartitions":                   1,
 	}
 }
 
