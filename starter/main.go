@@ -14,6 +14,9 @@
 //	starter deploy set-current -build-id B [-deployment entityflow]
 //	starter deploy ramp        -build-id B -percent P [-deployment entityflow]
 //	starter deploy nudge       [-deployment entityflow] [-rate 20] [-max 0] [-dry-run]
+//	starter apikey create -tenant T -scopes rewards:write,rewards:read [-name N]
+//	starter apikey revoke -id ID
+//	starter apikey list   [-tenant T]
 //
 // Every command takes -json for machine-readable output, and -address and
 // -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). The rewards commands
@@ -60,6 +63,9 @@ commands:
   deploy set-current   make a version current once its workers poll
   deploy ramp      start a share of the new entities on a version once its workers poll
   deploy nudge     wake the entities not on the current version so they move onto it
+  apikey create    create an API key of the HTTP API for a tenant and scopes (shown once)
+  apikey revoke    revoke an API key
+  apikey list      list the API keys (never their secrets)
 
 run "starter <command> -h" for a command's flags`
 
@@ -108,6 +114,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return schedulesSyncCommand(ctx, fs, g, args[1:], out)
 	case "deploy":
 		return deployCommand(ctx, fs, g, args, out)
+	case "apikey":
+		return apikeyCommand(ctx, fs, g, args, out)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil
