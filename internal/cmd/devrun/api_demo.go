@@ -8,30 +8,65 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/store"
 )
 
 // apiAddress is where `make run` serves the HTTP API (HTTP_ADDR overrides).
 const apiAddress = "127.0.0.1:8080"
 
-// apiCall is one request of the API demo.
+// demoKeyName labels the API keys make run creates.
+const demoKeyName = "make run demo"
+
+// createDemoKey creates this run's demo API key, of the default tenant with
+// every scope, and returns it; the demo keys of earlier runs are revoked
+// first, so that only the key printed last works.
+func createDemoKey(ctx context.Context, st *store.Store) (string, error) {
+	keys, err := st.ListAPIKeys(ctx, idempotency.DefaultTenant)
+	if err != nil {
+		return "", fmt.Errorf("listing the earlier demo API keys: %w", err)
+	}
+	for _, k := range keys {
+		if k.Name == demoKeyName && k.RevokedAt == nil {
+			if _, err := st.RevokeAPIKey(ctx, k.ID, time.Time{}); err != nil {
+				return "", fmt.Errorf("revoking an earlier demo API key: %w", err)
+			}
+		}
+	}
+	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: idempotency.DefaultTenant, Scopes: auth.AllScopes, Name: demoKeyName})
+	if err != nil {
+		return "", fmt.Errorf("creating the demo API key: %w", err)
+	}
+	return token, nil
+}
+
+// apiCall is one request of the API demo: with the demo API key unless
+// anonymous, and X-Tenant-ID tenant unless it is empty.
 type apiCall struct {
 	method, path, key, body, note string
+	anonymous                     bool
+	tenant                        string
 }
 
 // playAPIDemo waits for the API to answer /healthz, then sends a few commands
-// with Idempotency-Keys (one of them twice, one reusing a key for another
-// request) and prints each answer.
-func playAPIDemo(ctx context.Context, base string, out io.Writer) error {
+// with the API key apiKey and Idempotency-Keys (one of them twice, one
+// reusing a key for another request), and two the API refuses (no API key,
+// another tenant named), and prints each answer.
+func playAPIDemo(ctx context.Context, base, apiKey string, out io.Writer) error {
 	if err := waitHealthy(ctx, base); err != nil {
 		return err
 	}
 	calls := []apiCall{
-		{"POST", "/v1/customers/demo-carol/points", "carol-order-1", `{"activity":"purchase","points":120,"source_id":"order-1"}`, "first request"},
-		{"POST", "/v1/customers/demo-carol/points", "carol-order-1", `{"source_id":"order-1","points":120,"activity":"purchase"}`, "client retry (keys reordered)"},
-		{"POST", "/v1/customers/demo-carol/points", "carol-order-1", `{"activity":"purchase","points":999}`, "same key, other request"},
-		{"POST", "/v1/customers/demo-carol/points", "", `{"points":5}`, "no Idempotency-Key"},
-		{"GET", "/v1/customers/demo-carol", "", "", "status"},
-		{"POST", "/v1/events", "order-2-created", `{"event_id":"evt-demo-order-2","event_type":"order.created","source":"shop","tenant_id":"demo","occurred_at":"2026-11-21T11:00:00Z","payload":{"order_id":"o-2"}}`, "event"},
+		{method: "POST", path: "/v1/customers/demo-carol/points", key: "carol-order-1", body: `{"activity":"purchase","points":120,"source_id":"order-1"}`, note: "no API key", anonymous: true},
+		{method: "POST", path: "/v1/customers/demo-carol/points", key: "carol-order-1", body: `{"activity":"purchase","points":120,"source_id":"order-1"}`, note: "first request"},
+		{method: "POST", path: "/v1/customers/demo-carol/points", key: "carol-order-1", body: `{"source_id":"order-1","points":120,"activity":"purchase"}`, note: "client retry (keys reordered)"},
+		{method: "POST", path: "/v1/customers/demo-carol/points", key: "carol-order-1", body: `{"activity":"purchase","points":999}`, note: "same key, other request"},
+		{method: "POST", path: "/v1/customers/demo-carol/points", body: `{"points":5}`, note: "no Idempotency-Key"},
+		{method: "GET", path: "/v1/customers/demo-carol", note: "status"},
+		{method: "GET", path: "/v1/customers/demo-carol", note: "X-Tenant-ID of another tenant", tenant: "globex"},
+		{method: "POST", path: "/v1/events", key: "order-2-created", body: `{"event_id":"evt-demo-order-2","event_type":"order.created","source":"shop","tenant_id":"default","occurred_at":"2026-11-21T11:00:00Z","payload":{"order_id":"o-2"}}`, note: "event"},
 	}
 	fmt.Fprintf(out, "\nHTTP API on %s:\n", base)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -43,7 +78,12 @@ func playAPIDemo(ctx context.Context, base string, out io.Writer) error {
 		if c.key != "" {
 			req.Header.Set("Idempotency-Key", c.key)
 		}
-		req.Header.Set("X-Tenant-ID", "demo")
+		if !c.anonymous {
+			req.Header.Set("Authorization", "Bearer "+apiKey)
+		}
+		if c.tenant != "" {
+			req.Header.Set(idempotency.TenantHeader, c.tenant)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", c.method, c.path, err)

@@ -2,7 +2,8 @@
 // TEMPORAL_ADDRESS, or one already listening on 127.0.0.1:7233, or starts the
 // Temporal CLI's dev server with SQLite persistence under ./data and its Web UI on
 // 127.0.0.1:8233; then it starts the worker and the HTTP API (starter serve,
-// on HTTP_ADDR or 127.0.0.1:8080), plays a short demo, prints what happened,
+// on HTTP_ADDR or 127.0.0.1:8080), creates a demo API key (tenant default,
+// every scope) and prints it, plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
 // While it runs, data/devrun.pid holds its process ID (for scripts to stop it).
 //
@@ -30,6 +31,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rollout"
@@ -128,6 +130,11 @@ func run() error {
 		return err
 	}
 	defer st.Close()
+	apiKey, err := createDemoKey(ctx, st)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("demo API key: %s  (tenant %s, every scope; shown once, revoked at the next make run; more with bin/starter apikey create)\n", apiKey, idempotency.DefaultTenant)
 
 	rc := &rewardsclient.Client{Temporal: c}
 	demoCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -136,7 +143,7 @@ func run() error {
 		err = playPlatformDemo(demoCtx, &platform.Service{Store: st, Temporal: c, Logger: logger}, os.Stdout)
 	}
 	if err == nil {
-		err = playAPIDemo(demoCtx, "http://"+httpAddr, os.Stdout)
+		err = playAPIDemo(demoCtx, "http://"+httpAddr, apiKey, os.Stdout)
 	}
 	cancel()
 	if err != nil {
@@ -147,7 +154,7 @@ func run() error {
 	} else {
 		fmt.Printf("\nList:   bin/temporal --address %s --namespace %s workflow list  (entities are rewards-demo-*, runs activity-*)\n", address, opts.Namespace)
 	}
-	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, httpAddr)
+	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Authorization: Bearer %s' -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, apiKey, httpAddr)
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
 

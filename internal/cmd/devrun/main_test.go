@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,9 +13,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/store"
 )
 
 // .ci/run stops `make run` by the PID in data/devrun.pid: it is this
@@ -112,5 +116,44 @@ func TestMakeCurrentLeavesAnotherBuildCurrent(t *testing.T) {
 func TestHasWebUI(t *testing.T) {
 	if !hasWebUI(localAddress) || hasWebUI("127.0.0.1:7633") {
 		t.Fatal("hasWebUI: want the Web UI for the local dev server only")
+	}
+}
+
+// Each make run creates a demo API key of the default tenant with every
+// scope and revokes the demo keys of earlier runs; other keys stay.
+func TestCreateDemoKey(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbtest.SQLite(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, other, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: "default", Scopes: []string{auth.ScopeRewardsRead}, Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := createDemoKey(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := st.VerifyAPIKey(ctx, first)
+	if err != nil || key.TenantID != "default" || len(key.Scopes) != len(auth.AllScopes) {
+		t.Fatalf("first demo key %+v, %v: want the default tenant with every scope", key, err)
+	}
+	second, err := createDemoKey(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, token string
+		want        error
+	}{
+		{"the earlier demo key", first, store.ErrRevokedAPIKey},
+		{"this run's demo key", second, nil},
+		{"another key of the tenant", other, nil},
+	} {
+		if _, err := st.VerifyAPIKey(ctx, tt.token); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
 	}
 }
