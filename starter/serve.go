@@ -25,6 +25,7 @@ import (
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/idempotency/redisstore"
 	"github.com/entityflow/entityflow/internal/idempotency/sqlstore"
+	"github.com/entityflow/entityflow/internal/payloadcodec"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/storeconn"
@@ -67,6 +68,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
 	tlsCert := fs.String("tls-cert", os.Getenv("HTTP_TLS_CERT"), "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key (env HTTP_TLS_CERT)")
 	tlsKey := fs.String("tls-key", os.Getenv("HTTP_TLS_KEY"), "the PEM private key `file` of -tls-cert (env HTTP_TLS_KEY)")
+	codecOrigins := fs.String("codec-cors-origin", envOr("CODEC_CORS_ORIGIN", payloadcodec.DefaultWebUIOrigins), "Temporal Web UI `origins` (comma-separated) whose pages may call the payload codec endpoint "+payloadcodec.PathPrefix+", served when payload keys are configured (env CODEC_CORS_ORIGIN)")
 	authf, err := addAuthFlags(fs)
 	if err != nil {
 		return err
@@ -94,8 +96,12 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 			return err
 		}
 	}
+	origins, err := payloadcodec.ParseOrigins(*codecOrigins)
+	if err != nil {
+		return err
+	}
 
-	opts, err := temporalclient.Options(*g.address, *g.namespace, logger)
+	opts, codec, err := temporalclient.OptionsWithCodec(*g.address, *g.namespace, logger)
 	if err != nil {
 		return err
 	}
@@ -141,8 +147,12 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		Admission:      &admission.Limiter{MaxInFlight: *maxInFlight, MaxQueue: queueSize(*maxQueue), MaxWait: *maxWait},
 		Logger:         logger,
 	}
+	handler := api.Handler()
+	if codec != nil {
+		handler = withCodecEndpoint(handler, codecEndpoint(codec, origins, authn))
+	}
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      requestTimeout + 10*time.Second,
@@ -161,6 +171,9 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	}
 	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(*keyStore))
 	fmt.Fprintln(out, authf.describe())
+	if codec != nil {
+		fmt.Fprintf(out, "payload codec endpoint for the Temporal Web UI and CLI: %s://%s%s (encrypting with key %s)\n", scheme, ln.Addr(), payloadcodec.PathPrefix, codec.CurrentKeyID())
+	}
 	errs := make(chan error, 1)
 	go func() {
 		if cert != nil {

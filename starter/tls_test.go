@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 )
 
@@ -232,8 +233,9 @@ func TestTLSVersions(t *testing.T) {
 	}
 }
 
-// The TLS flags are checked before serve connects to anything.
-func TestServeTLSFlagErrors(t *testing.T) {
+// The TLS, codec and payload key settings are checked before serve connects
+// to anything.
+func TestServeSecurityFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	a := newTestPair(t, 1)
 	a.write(t, dir)
@@ -248,11 +250,16 @@ func TestServeTLSFlagErrors(t *testing.T) {
 		{name: "HTTP_TLS_KEY alone", env: map[string]string{"HTTP_TLS_KEY": a.keyFile}, want: "go together"},
 		{name: "missing certificate", args: []string{"-tls-cert", missing, "-tls-key", a.keyFile}, want: "no such file"},
 		{name: "environment pair, flag key of another file", env: map[string]string{"HTTP_TLS_CERT": a.certFile, "HTTP_TLS_KEY": a.keyFile}, args: []string{"-tls-key", a.certFile}, want: "TLS certificate"},
+		{name: "codec origin with a path", args: []string{"-codec-cors-origin", "http://127.0.0.1:8233/namespaces"}, want: "want scheme://host[:port]"},
+		{name: "CODEC_CORS_ORIGIN not a URL", env: map[string]string{"CODEC_CORS_ORIGIN": "127.0.0.1:8233"}, want: "want scheme://host[:port]"},
+		{name: "payload key of 16 bytes", env: map[string]string{"TEMPORAL_PAYLOAD_KEYS": `{"current": "k1", "keys": {"k1": "AAAAAAAAAAAAAAAAAAAAAA=="}}`}, want: "loading Temporal payload keys: TEMPORAL_PAYLOAD_KEYS: payload keys: key \"k1\" is 16 bytes, want 32"},
+		{name: "payload keys file missing", env: map[string]string{"TEMPORAL_PAYLOAD_KEYS_FILE": missing}, want: "no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("HTTP_TLS_CERT", tt.env["HTTP_TLS_CERT"])
-			t.Setenv("HTTP_TLS_KEY", tt.env["HTTP_TLS_KEY"])
+			for _, name := range []string{"HTTP_TLS_CERT", "HTTP_TLS_KEY", "CODEC_CORS_ORIGIN", "TEMPORAL_PAYLOAD_KEYS", "TEMPORAL_PAYLOAD_KEYS_FILE"} {
+				t.Setenv(name, tt.env[name])
+			}
 			_, _, err := runStarter(t, append([]string{"serve", "-address", unreachable}, tt.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
@@ -311,10 +318,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// serveForTest runs `starter serve` with args against srv's Temporal, a
-// SQLite database of its own and a free loopback port, until the test ends;
-// it returns the port's address and what serve printed so far.
-func serveForTest(t *testing.T, srv interface{ FrontendHostPort() string }, args ...string) (string, *syncBuffer) {
+// serveForTest runs `starter serve` with args against srv's Temporal, the
+// database dbURL and a free loopback port, until the test ends; it returns
+// the port's address and what serve printed so far.
+func serveForTest(t *testing.T, srv interface{ FrontendHostPort() string }, dbURL string, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -326,7 +333,7 @@ func serveForTest(t *testing.T, srv interface{ FrontendHostPort() string }, args
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	args = append([]string{"serve", "-address", srv.FrontendHostPort(), "-http-addr", addr,
-		"-database-url", "sqlite://" + filepath.Join(t.TempDir(), "entity.db"), "-log-level", "error"}, args...)
+		"-database-url", dbURL, "-log-level", "error"}, args...)
 	go func() { done <- run(ctx, args, out) }()
 	t.Cleanup(func() {
 		cancel()
@@ -363,7 +370,7 @@ func TestServeHTTPS(t *testing.T) {
 	a.write(t, dir)
 	t.Setenv("HTTP_TLS_CERT", a.certFile)
 	t.Setenv("HTTP_TLS_KEY", a.keyFile)
-	addr, out := serveForTest(t, srv)
+	addr, out := serveForTest(t, srv, dbtest.SQLite(t).URL)
 	roots := x509.NewCertPool()
 	roots.AddCert(a.cert)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}

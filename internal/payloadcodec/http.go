@@ -50,7 +50,7 @@ func ParseOrigins(list string) ([]string, error) {
 		}
 		u, err := url.Parse(o)
 		if err != nil {
-			return nil, fmt.Errorf("codec CORS origin %q: %w", o, err)
+			return nil, fmt.Errorf("codec CORS origin %q: want scheme://host[:port]: %w", o, err)
 		}
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
