@@ -44,7 +44,7 @@ const (
 	// DefaultFailureRate and DefaultFailureBurst: a client address may fail
 	// to authenticate 20 times in a row, then once a second.
 	DefaultFailureRate  rate.Limit = 1
-	DefaultFailureBurst            = 20
+	DefaultFailureBurst int        = 20
 )
 
 // maxCachedKeys bounds the cache of verified API keys.

@@ -27,7 +27,7 @@ const (
 // average, in bursts of up to 200.
 const (
 	DefaultTenantRate  rate.Limit = 100
-	DefaultTenantBurst            = 200
+	DefaultTenantBurst int        = 200
 )
 
 // maxBuckets bounds the token buckets kept per limiter (client addresses or
