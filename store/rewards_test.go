@@ -19,9 +19,15 @@ func TestRewards(t *testing.T) {
 		}{
 			{"enroll", func() (bool, error) { return s.Enroll(ctx, "default", "c1", at(0), false) }, true},
 			{"enroll again", func() (bool, error) { return s.Enroll(ctx, "default", "c1", at(time.Hour), false) }, true},
-			{"tier change", func() (bool, error) { return s.RecordTierChange(ctx, "default", "c1", "bronze", "silver", 500, at(time.Minute)) }, true},
-			{"tier change again", func() (bool, error) { return s.RecordTierChange(ctx, "default", "c1", "bronze", "silver", 500, at(time.Minute)) }, false},
-			{"next tier change", func() (bool, error) { return s.RecordTierChange(ctx, "default", "c1", "silver", "gold", 1000, at(2*time.Minute)) }, true},
+			{"tier change", func() (bool, error) {
+				return s.RecordTierChange(ctx, "default", "c1", "bronze", "silver", 500, at(time.Minute))
+			}, true},
+			{"tier change again", func() (bool, error) {
+				return s.RecordTierChange(ctx, "default", "c1", "bronze", "silver", 500, at(time.Minute))
+			}, false},
+			{"next tier change", func() (bool, error) {
+				return s.RecordTierChange(ctx, "default", "c1", "silver", "gold", 1000, at(2*time.Minute))
+			}, true},
 			{"unenroll", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c1", at(time.Hour)) }, true},
 			{"unenroll again", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c1", at(2*time.Hour)) }, false},
 			{"retried first enrollment", func() (bool, error) { return s.Enroll(ctx, "default", "c1", at(0), false) }, false},
@@ -106,11 +112,15 @@ func TestRewardsAreTenantScoped(t *testing.T) {
 			want bool
 		}{
 			{"a enrolls", func() (bool, error) { return s.Enroll(ctx, "t-a", "c-1", at(0), false) }, true},
-			{"a's tier change", func() (bool, error) { return s.RecordTierChange(ctx, "t-a", "c-1", "basic", "gold", 500, at(time.Minute)) }, true},
+			{"a's tier change", func() (bool, error) {
+				return s.RecordTierChange(ctx, "t-a", "c-1", "basic", "gold", 500, at(time.Minute))
+			}, true},
 			{"a unenrolls", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-a", "c-1", at(time.Hour)) }, true},
 			{"a stays out", func() (bool, error) { return s.Enroll(ctx, "t-a", "c-1", at(2*time.Hour), false) }, false},
 			{"b's c-1 is new", func() (bool, error) { return s.Enroll(ctx, "t-b", "c-1", at(2*time.Hour), false) }, true},
-			{"b's tier change at a's time", func() (bool, error) { return s.RecordTierChange(ctx, "t-b", "c-1", "basic", "gold", 500, at(time.Minute)) }, true},
+			{"b's tier change at a's time", func() (bool, error) {
+				return s.RecordTierChange(ctx, "t-b", "c-1", "basic", "gold", 500, at(time.Minute))
+			}, true},
 			{"b unenrolls on its own", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-b", "c-1", at(3*time.Hour)) }, true},
 			{"the default tenant's c-1 is new", func() (bool, error) { return s.Enroll(ctx, "default", "c-1", at(4*time.Hour), false) }, true},
 		}

@@ -82,7 +82,7 @@ type entity struct {
 	// workflowID, if set, is every run's workflow ID instead of the one
 	// the input's tenant and customer make.
 	workflowID string
-	runs    int
+	runs       int
 }
 
 func newEntity(t *testing.T) *entity {
