@@ -40,8 +40,10 @@ const (
 // before it that it has not processed yet, which would lose the missed fires
 // of an outage to a Sync run right after the server came back. Any other
 // definition deletes the activity's schedule if there is one (the definition
-// stopped being cron) and returns created=false.
-func Put(ctx context.Context, sc client.ScheduleClient, def contracts.ActivityDefinition) (created bool, err error) {
+// stopped being cron) and returns created=false. dc is the client's data
+// converter (nil: the SDK's default), which reads the schedule's stored
+// argument back, encrypted or not, to tell whether it changed.
+func Put(ctx context.Context, sc client.ScheduleClient, dc converter.DataConverter, def contracts.ActivityDefinition) (created bool, err error) {
 	if def.Trigger.Type != contracts.TriggerCron {
 		if def.ActivityID == "" {
 			return false, errors.New("activity definition has no activity_id")
@@ -49,12 +51,12 @@ func Put(ctx context.Context, sc client.ScheduleClient, def contracts.ActivityDe
 		_, err := Delete(ctx, sc, def.ActivityID)
 		return false, err
 	}
-	o, err := putCron(ctx, sc, def)
+	o, err := putCron(ctx, sc, dc, def)
 	return o == outcomeCreated, err
 }
 
 // putCron creates or updates the schedule of a cron definition and says which.
-func putCron(ctx context.Context, sc client.ScheduleClient, def contracts.ActivityDefinition) (outcome, error) {
+func putCron(ctx context.Context, sc client.ScheduleClient, dc converter.DataConverter, def contracts.ActivityDefinition) (outcome, error) {
 	opts, err := Options(def, time.Now())
 	if err != nil {
 		return outcomeFailed, err
@@ -70,7 +72,7 @@ func putCron(ctx context.Context, sc client.ScheduleClient, def contracts.Activi
 		unchanged := false
 		err = sc.GetHandle(ctx, opts.ID).Update(ctx, client.ScheduleUpdateOptions{
 			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-				if unchanged = isCurrent(in.Description.Schedule, opts); unchanged {
+				if unchanged = isCurrent(in.Description.Schedule, opts, dc); unchanged {
 					return nil, temporal.ErrSkipScheduleUpdate
 				}
 				return &client.ScheduleUpdate{Schedule: replaced(in.Description.Schedule, opts)}, nil
@@ -91,8 +93,10 @@ func putCron(ctx context.Context, sc client.ScheduleClient, def contracts.Activi
 // isCurrent says whether a described schedule already is what opts asks for:
 // the same fire workflow with the same definition (which holds the
 // expression), the same time zone, overlap policy and catchup window. A hand
-// edit of other fields of the spec or action is not detected.
-func isCurrent(current client.Schedule, opts client.ScheduleOptions) bool {
+// edit of other fields of the spec or action is not detected. The stored
+// argument is read with dc (nil: the SDK's default), so that an encrypted one
+// (a payload codec; every encryption differs) compares by its content.
+func isCurrent(current client.Schedule, opts client.ScheduleOptions, dc converter.DataConverter) bool {
 	got, ok := current.Action.(*client.ScheduleWorkflowAction)
 	want, wantOK := opts.Action.(*client.ScheduleWorkflowAction)
 	if !ok || !wantOK || current.Spec == nil || current.Policy == nil ||
@@ -103,10 +107,19 @@ func isCurrent(current client.Schedule, opts client.ScheduleOptions) bool {
 		len(got.Args) != 1 || len(want.Args) != 1 {
 		return false
 	}
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	gotArg, ok := got.Args[0].(*commonpb.Payload)
-	wantArg, err := converter.GetDefaultDataConverter().ToPayload(want.Args[0])
-	return ok && err == nil && bytes.Equal(gotArg.GetData(), wantArg.GetData()) &&
-		bytes.Equal(gotArg.GetMetadata()[converter.MetadataEncoding], wantArg.GetMetadata()[converter.MetadataEncoding])
+	var stored workflows.FireInput
+	if !ok || dc.FromPayload(gotArg, &stored) != nil {
+		return false
+	}
+	// Both sides through the default converter: its JSON of one value is
+	// always the same bytes.
+	gotJSON, err1 := converter.GetDefaultDataConverter().ToPayload(stored)
+	wantJSON, err2 := converter.GetDefaultDataConverter().ToPayload(want.Args[0])
+	return err1 == nil && err2 == nil && bytes.Equal(gotJSON.GetData(), wantJSON.GetData())
 }
 
 // replaced returns current with the spec, action and policies of opts; the

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -61,9 +62,59 @@ func TestIsCurrent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := described(t, opts)
 			tt.change(&s)
-			assert.Equal(t, tt.want, isCurrent(s, opts))
+			assert.Equal(t, tt.want, isCurrent(s, opts, nil))
 		})
 	}
+}
+
+// sealing is a stand-in for an encrypting payload codec: each encoding of
+// the same payload differs (a fresh nonce), as AES-GCM's does.
+type sealing struct{ n byte }
+
+func (c *sealing) Encode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(ps))
+	for i, p := range ps {
+		data, err := p.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		c.n++
+		out[i] = &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte("binary/sealed")}, Data: append([]byte{c.n}, data...)}
+	}
+	return out, nil
+}
+
+func (c *sealing) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(ps))
+	for i, p := range ps {
+		out[i] = &commonpb.Payload{}
+		if err := out[i].Unmarshal(p.GetData()[1:]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// A schedule whose argument the client's codec encrypted is current when its
+// content is, though no two encryptions have the same bytes.
+func TestIsCurrentReadsAnEncryptedArgument(t *testing.T) {
+	def := cronDefinition(uuid.NewString(), "0 9 * * *", "UTC", contracts.MisfireSkip, 0)
+	opts, err := Options(def, time.Now())
+	require.NoError(t, err)
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), &sealing{})
+	s := described(t, opts)
+	action := s.Action.(*client.ScheduleWorkflowAction)
+	sealed, err := dc.ToPayload(opts.Action.(*client.ScheduleWorkflowAction).Args[0])
+	require.NoError(t, err)
+	action.Args = []any{sealed}
+	assert.True(t, isCurrent(s, opts, dc), "with the client's converter")
+	assert.False(t, isCurrent(s, opts, nil), "without it the argument cannot be read")
+	other := withDefaults(def)
+	other.Name = "renamed"
+	otherSealed, err := dc.ToPayload(workflows.FireInput{Definition: other})
+	require.NoError(t, err)
+	action.Args = []any{otherSealed}
+	assert.False(t, isCurrent(s, opts, dc), "another definition")
 }
 
 func TestReplacedKeepsState(t *testing.T) {

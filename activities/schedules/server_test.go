@@ -99,7 +99,7 @@ func TestPutOnServer(t *testing.T) {
 	id := uniqueID()
 	def := cronDefinition(id, neverDuringTests, "", contracts.MisfireSkip, 0)
 
-	created, err := Put(ctx, sc, def)
+	created, err := Put(ctx, sc, nil, def)
 	require.NoError(t, err)
 	assert.True(t, created)
 
@@ -119,7 +119,7 @@ func TestPutOnServer(t *testing.T) {
 	assert.Equal(t, withDefaults(def), in.Definition)
 
 	// Putting it again changes nothing, so the server's update time stays.
-	created, err = Put(ctx, sc, def)
+	created, err = Put(ctx, sc, nil, def)
 	require.NoError(t, err)
 	assert.False(t, created)
 	lastUpdate := describe(ctx, t, sc, id).Info.LastUpdateAt
@@ -129,7 +129,7 @@ func TestPutOnServer(t *testing.T) {
 	// leaves the pause and its note alone.
 	require.NoError(t, sc.GetHandle(ctx, workflows.ScheduleID(id)).Pause(ctx, client.SchedulePauseOptions{Note: "incident 42"}))
 	def = cronDefinition(id, "0 4 1 1 *", "Europe/Berlin", contracts.MisfireCompress, 0)
-	created, err = Put(ctx, sc, def)
+	created, err = Put(ctx, sc, nil, def)
 	require.NoError(t, err)
 	assert.False(t, created)
 
@@ -152,7 +152,7 @@ func TestPutOnServer(t *testing.T) {
 
 	// The definition turns into an event trigger: its schedule goes.
 	def.Trigger = contracts.Trigger{Type: contracts.TriggerEvent, Event: &contracts.EventTrigger{EventTypes: []string{"order.created"}}}
-	created, err = Put(ctx, sc, def)
+	created, err = Put(ctx, sc, nil, def)
 	require.NoError(t, err)
 	assert.False(t, created)
 	requireGone(ctx, t, sc, id)
@@ -184,7 +184,7 @@ func TestSyncOnServer(t *testing.T) {
 	other := "not-an-activity-" + uniqueID()
 
 	for _, def := range []contracts.ActivityDefinition{existing, stale} {
-		_, err := Put(ctx, sc, def)
+		_, err := Put(ctx, sc, nil, def)
 		require.NoError(t, err)
 	}
 	_, err := sc.Create(ctx, client.ScheduleOptions{
@@ -196,7 +196,7 @@ func TestSyncOnServer(t *testing.T) {
 	awaitListed(ctx, t, sc, workflows.ScheduleID(existing.ActivityID), workflows.ScheduleID(stale.ActivityID), other)
 
 	existing.Trigger.Cron.Expression = "0 5 1 1 *"
-	report, err := Sync(ctx, sc, []contracts.ActivityDefinition{existing, fresh, event})
+	report, err := Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event})
 	require.NoError(t, err)
 	assert.Equal(t, Report{
 		Created: []string{fresh.ActivityID},
@@ -216,7 +216,7 @@ func TestSyncOnServer(t *testing.T) {
 		assert.Contains(c, listed, workflows.ScheduleID(fresh.ActivityID))
 		assert.NotContains(c, listed, workflows.ScheduleID(stale.ActivityID))
 	}, visibilityDeadline, 100*time.Millisecond)
-	report, err = Sync(ctx, sc, []contracts.ActivityDefinition{existing, fresh, event})
+	report, err = Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event})
 	require.NoError(t, err)
 	assert.Equal(t, Report{Unchanged: slices.Sorted(slices.Values([]string{existing.ActivityID, fresh.ActivityID}))}, report)
 }

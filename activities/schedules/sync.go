@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/workflows"
@@ -33,7 +34,7 @@ type Report struct {
 // the last second or so may be missing from the list. That is harmless: a
 // missed schedule is either one Sync has just put (and must keep) or a stale
 // one created concurrently by someone else, which the next Sync deletes.
-func Sync(ctx context.Context, sc client.ScheduleClient, defs []contracts.ActivityDefinition) (Report, error) {
+func Sync(ctx context.Context, sc client.ScheduleClient, dc converter.DataConverter, defs []contracts.ActivityDefinition) (Report, error) {
 	var (
 		report Report
 		errs   []error
@@ -44,7 +45,7 @@ func Sync(ctx context.Context, sc client.ScheduleClient, defs []contracts.Activi
 			continue
 		}
 		keep[def.ActivityID] = true
-		o, err := putCron(ctx, sc, def)
+		o, err := putCron(ctx, sc, dc, def)
 		switch o {
 		case outcomeFailed:
 			errs = append(errs, err)

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/entityflow/entityflow/activities/router"
 	"github.com/entityflow/entityflow/activities/schedules"
@@ -37,7 +38,10 @@ var ErrNotFound = errors.New("not found")
 type Service struct {
 	Store    *store.Store
 	Temporal client.Client
-	Logger   *slog.Logger
+	// DataConverter is Temporal's client's (nil: the SDK's default); the
+	// Schedules' stored arguments are read back with it.
+	DataConverter converter.DataConverter
+	Logger        *slog.Logger
 	// StaleAfter is how old an open run row must be before admission asks
 	// Temporal whether its workflow still runs (default DefaultStaleAfter):
 	// younger rows may belong to a run whose workflow is being started.
@@ -101,7 +105,7 @@ func (s *Service) Define(ctx context.Context, def contracts.ActivityDefinition) 
 		return Defined{}, fmt.Errorf("storing definition %s: %w", def.ActivityID, err)
 	}
 	out := Defined{ActivityID: def.ActivityID, Created: created}
-	schedCreated, err := schedules.Put(ctx, s.Temporal.ScheduleClient(), def)
+	schedCreated, err := schedules.Put(ctx, s.Temporal.ScheduleClient(), s.DataConverter, def)
 	if err != nil {
 		return out, fmt.Errorf("definition %s stored, but its schedule was not synced (run `starter schedules sync`): %w", def.ActivityID, err)
 	}
@@ -350,7 +354,7 @@ func (s *Service) SyncSchedules(ctx context.Context) (schedules.Report, error) {
 	if err != nil {
 		return schedules.Report{}, err
 	}
-	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), defs)
+	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), s.DataConverter, defs)
 }
 
 // RunView is a run row with its task rows, as `GET /v1/runs/{run_id}` shows it.
