@@ -29,8 +29,10 @@ type Definition struct {
 
 const definitionColumns = `activity_id, tenant_id, definition, revision, created_at, updated_at`
 
-// PutDefinition stores d, replacing the tenant and document of an existing
-// definition, and reports whether it created the definition. The write time
+// PutDefinition stores d, replacing the document of an existing definition
+// of the same tenant, and reports whether it created the definition. An
+// activity ID another tenant holds is ErrConflict, also when two tenants
+// race to create it: the check and the write are one statement. The write time
 // d.UpdatedAt (default: the current time) becomes updated_at, and created_at
 // of a new definition; an existing definition keeps its created_at. The
 // document must be valid JSON and is stored compacted. Revision and CreatedAt
@@ -56,12 +58,15 @@ func (s *Store) PutDefinition(ctx context.Context, d Definition) (created bool, 
 	err = tx.QueryRowContext(ctx, `INSERT INTO activity_definitions (`+definitionColumns+`)
 		VALUES ($1, $2, $3, 1, $4, $4)
 		ON CONFLICT (activity_id) DO UPDATE SET
-			tenant_id = excluded.tenant_id,
 			definition = excluded.definition,
 			revision = activity_definitions.revision + 1,
 			updated_at = excluded.updated_at
+		WHERE activity_definitions.tenant_id = excluded.tenant_id
 		RETURNING revision`,
 		d.ActivityID, d.TenantID, doc.String(), dbTime(at)).Scan(&revision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("put definition %s: another tenant holds the activity ID: %w", d.ActivityID, ErrConflict)
+	}
 	if err != nil {
 		return false, fmt.Errorf("put definition %s: %w", d.ActivityID, err)
 	}

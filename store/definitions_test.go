@@ -17,6 +17,7 @@ func TestDefinitions(t *testing.T) {
 			name        string
 			put         Definition
 			wantCreated bool
+			wantErr     error
 			want        Definition
 		}{
 			{
@@ -27,8 +28,14 @@ func TestDefinitions(t *testing.T) {
 			},
 			{
 				name: "update keeps created_at",
-				put:  Definition{ActivityID: "b-act", TenantID: "globex", Definition: json.RawMessage(`{"zeta":2}`), CreatedAt: at(time.Hour), UpdatedAt: at(time.Minute)},
-				want: Definition{ActivityID: "b-act", TenantID: "globex", Definition: json.RawMessage(`{"zeta":2}`), Revision: 2, CreatedAt: at(0), UpdatedAt: at(time.Minute)},
+				put:  Definition{ActivityID: "b-act", TenantID: "acme", Definition: json.RawMessage(`{"zeta":2}`), CreatedAt: at(time.Hour), UpdatedAt: at(time.Minute)},
+				want: Definition{ActivityID: "b-act", TenantID: "acme", Definition: json.RawMessage(`{"zeta":2}`), Revision: 2, CreatedAt: at(0), UpdatedAt: at(time.Minute)},
+			},
+			{
+				name:    "another tenant cannot take it over",
+				put:     Definition{ActivityID: "b-act", TenantID: "globex", Definition: json.RawMessage(`{"zeta":3}`), UpdatedAt: at(time.Hour)},
+				wantErr: ErrConflict,
+				want:    Definition{ActivityID: "b-act", TenantID: "acme", Definition: json.RawMessage(`{"zeta":2}`), Revision: 2, CreatedAt: at(0), UpdatedAt: at(time.Minute)},
 			},
 			{
 				name:        "another",
@@ -39,7 +46,11 @@ func TestDefinitions(t *testing.T) {
 		}
 		for _, st := range steps {
 			created, err := s.PutDefinition(ctx, st.put)
-			require.NoError(t, err, st.name)
+			if st.wantErr != nil {
+				require.ErrorIs(t, err, st.wantErr, st.name)
+			} else {
+				require.NoError(t, err, st.name)
+			}
 			assert.Equal(t, st.wantCreated, created, st.name)
 			got, err := s.GetDefinition(ctx, st.put.ActivityID)
 			require.NoError(t, err, st.name)
@@ -48,7 +59,7 @@ func TestDefinitions(t *testing.T) {
 
 		list, err := s.ListDefinitions(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, []Definition{steps[2].want, steps[1].want}, list, "ordered by activity ID")
+		assert.Equal(t, []Definition{steps[3].want, steps[2].want}, list, "ordered by activity ID")
 
 		deleted, err := s.DeleteDefinition(ctx, "b-act")
 		require.NoError(t, err)
