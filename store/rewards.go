@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // EnrollmentRow is a rewards customer's enrollment, a row of
@@ -34,6 +37,12 @@ type TierChangeRow struct {
 // tenant is "default" (workflows.DefaultTenant), which every row written
 // before tenants has; an empty tenant is refused, so that no row is written
 // for no one.
+//
+// The tables keep the keys of the release before tenants, whose workers may
+// still write them during a deploy (see migration 0007): a row's customer_id
+// is its key, the bare customer ID for the default tenant's customers and
+// {tenant}/{customer_id} for any other tenant's (rewardsKey), and tenant_id
+// names the row's tenant.
 
 // Enroll records that customer customerID of tenant is enrolled as of the
 // given time and reports whether the customer is enrolled afterwards. A customer seen for
@@ -45,14 +54,15 @@ type TierChangeRow struct {
 // ended (and after Temporal's retention forgot it) finds the record here.
 func (s *Store) Enroll(ctx context.Context, tenant, customerID string, at time.Time, reopen bool) (enrolled bool, err error) {
 	what := "enroll " + customerName(tenant, customerID)
-	if err := needTenant(tenant); err != nil {
+	key, err := rewardsKey(tenant, customerID)
+	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (tenant_id, customer_id, enrolled_at)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, tenant_id, enrolled_at)
 		VALUES ($1, $2, $3)
-		ON CONFLICT (tenant_id, customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
+		ON CONFLICT (customer_id) DO UPDATE SET enrolled_at = excluded.enrolled_at, unenrolled_at = NULL
 		WHERE rewards_enrollments.unenrolled_at IS NOT NULL AND $4 = TRUE`,
-		tenant, customerID, dbTime(at), reopen)
+		key, tenant, dbTime(at), reopen)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
@@ -70,13 +80,14 @@ func (s *Store) Enroll(ctx context.Context, tenant, customerID string, at time.T
 // record holding only the unenrollment.
 func (s *Store) RecordUnenrollment(ctx context.Context, tenant, customerID string, at time.Time) (recorded bool, err error) {
 	what := "record unenrollment of " + customerName(tenant, customerID)
-	if err := needTenant(tenant); err != nil {
+	key, err := rewardsKey(tenant, customerID)
+	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (tenant_id, customer_id, unenrolled_at)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, tenant_id, unenrolled_at)
 		VALUES ($1, $2, $3)
-		ON CONFLICT (tenant_id, customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
-		WHERE rewards_enrollments.unenrolled_at IS NULL`, tenant, customerID, dbTime(at))
+		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
+		WHERE rewards_enrollments.unenrolled_at IS NULL`, key, tenant, dbTime(at))
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
@@ -89,11 +100,12 @@ func (s *Store) RecordUnenrollment(ctx context.Context, tenant, customerID strin
 // tier) is stored once.
 func (s *Store) RecordTierChange(ctx context.Context, tenant, customerID, from, to string, points int64, at time.Time) (recorded bool, err error) {
 	what := "record tier change of " + customerName(tenant, customerID)
-	if err := needTenant(tenant); err != nil {
+	key, err := rewardsKey(tenant, customerID)
+	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_tier_changes (tenant_id, customer_id, changed_at, from_tier, to_tier, points)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, tenant, customerID, dbTime(at), from, to, points)
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_tier_changes (customer_id, tenant_id, changed_at, from_tier, to_tier, points)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, key, tenant, dbTime(at), from, to, points)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
@@ -103,15 +115,20 @@ func (s *Store) RecordTierChange(ctx context.Context, tenant, customerID, from, 
 // Enrollment returns the enrollment of customer customerID of tenant, or
 // ErrNotFound.
 func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (EnrollmentRow, error) {
+	what := "get enrollment of " + customerName(tenant, customerID)
+	key, err := rewardsKey(tenant, customerID)
+	if err != nil {
+		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
+	}
 	e := EnrollmentRow{TenantID: tenant, CustomerID: customerID}
 	var enrolled, unenrolled scanTime
-	err := s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE tenant_id = $1 AND customer_id = $2`,
-		tenant, customerID).Scan(&enrolled, &unenrolled)
+	err = s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE customer_id = $1`,
+		key).Scan(&enrolled, &unenrolled)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return EnrollmentRow{}, fmt.Errorf("get enrollment of %s: %w", customerName(tenant, customerID), err)
+		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
 	}
 	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
 	return e, nil
@@ -121,8 +138,12 @@ func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (Enro
 // time order.
 func (s *Store) TierChanges(ctx context.Context, tenant, customerID string) ([]TierChangeRow, error) {
 	what := "list tier changes of " + customerName(tenant, customerID)
+	key, err := rewardsKey(tenant, customerID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT changed_at, from_tier, to_tier, points FROM rewards_tier_changes
-		WHERE tenant_id = $1 AND customer_id = $2 ORDER BY changed_at, to_tier`, tenant, customerID)
+		WHERE customer_id = $1 ORDER BY changed_at, to_tier`, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -143,12 +164,24 @@ func (s *Store) TierChanges(ctx context.Context, tenant, customerID string) ([]T
 	return changes, nil
 }
 
-// needTenant refuses an empty tenant, which would record a fact for no one.
-func needTenant(tenant string) error {
-	if tenant == "" {
-		return errors.New("a tenant is required")
+// rewardsKey returns the customer_id of the rows of tenant's customer
+// customerID: the customer ID itself for the default tenant, as in the rows
+// of the release before tenants, and tenant/customerID for any other. An
+// empty tenant, which would record a fact for no one, is refused, and so is
+// a '/' in either ID, which could make two customers' keys one (the ID rules
+// of workflows allow none).
+func rewardsKey(tenant, customerID string) (string, error) {
+	switch {
+	case tenant == "":
+		return "", errors.New("a tenant is required")
+	case strings.Contains(tenant, "/"):
+		return "", fmt.Errorf("tenant %q holds a '/'", tenant)
+	case strings.Contains(customerID, "/"):
+		return "", fmt.Errorf("customer ID %q holds a '/'", customerID)
+	case tenant == workflows.DefaultTenant:
+		return customerID, nil
 	}
-	return nil
+	return tenant + "/" + customerID, nil
 }
 
 // customerName names a tenant's customer in errors: tenant/customer.

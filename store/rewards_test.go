@@ -152,10 +152,19 @@ func TestRewardsAreTenantScoped(t *testing.T) {
 		changes, err := s.TierChanges(ctx, "default", "c-1")
 		require.NoError(t, err)
 		assert.Empty(t, changes)
+
+		// The default tenant's customer under its bare ID, as before
+		// tenants; another tenant's under its scoped key (migration 0007).
+		assert.Equal(t, [][2]string{{"c-1", "default"}, {"t-a/c-1", "t-a"}, {"t-b/c-1", "t-b"}}, rewardsRows(t, s, "rewards_enrollments"))
+		assert.Equal(t, [][2]string{{"t-a/c-1", "t-a"}, {"t-b/c-1", "t-b"}}, rewardsRows(t, s, "rewards_tier_changes"))
 	})
 }
 
-// A fact for no tenant is refused rather than recorded under an empty one.
+// A fact for no tenant is refused rather than recorded under an empty one,
+// and so is a '/' in a tenant or customer ID, the separator of the scoped
+// keys: tenant "t" customer "a/c-1" and tenant "t/a" customer "c-1" would be
+// one record, and tenant "a" customer "c-1" that of the default tenant's
+// "a/c-1".
 func TestRewardsNeedATenant(t *testing.T) {
 	s := openStore(t, sqliteURL(t))
 	ctx := context.Background()
@@ -169,6 +178,25 @@ func TestRewardsNeedATenant(t *testing.T) {
 	}
 	for _, c := range calls {
 		assert.ErrorContains(t, c.call(), "a tenant is required", c.name)
+	}
+	for _, id := range [][2]string{{"t/a", "c-1"}, {"t", "a/c-1"}, {"default", "a/c-1"}} {
+		tenant, customer := id[0], id[1]
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"enroll", func() error { _, err := s.Enroll(ctx, tenant, customer, at(0), false); return err }},
+			{"unenroll", func() error { _, err := s.RecordUnenrollment(ctx, tenant, customer, at(0)); return err }},
+			{"tier change", func() error {
+				_, err := s.RecordTierChange(ctx, tenant, customer, "basic", "gold", 500, at(0))
+				return err
+			}},
+			{"enrollment", func() error { _, err := s.Enrollment(ctx, tenant, customer); return err }},
+			{"tier changes", func() error { _, err := s.TierChanges(ctx, tenant, customer); return err }},
+		}
+		for _, c := range calls {
+			assert.ErrorContains(t, c.call(), "holds a '/'", "%s of %s/%s", c.name, tenant, customer)
+		}
 	}
 	var rows int
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM rewards_enrollments) + (SELECT COUNT(*) FROM rewards_tier_changes)`).Scan(&rows))

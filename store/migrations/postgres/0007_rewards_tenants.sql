@@ -1,15 +1,25 @@
 -- Rewards customers belong to a tenant: the enrollments and tier changes of
--- tenant A's customer c-1 are not those of tenant B's c-1. Both tables take a
--- tenant_id, which leads their primary keys; every row on record is the
--- default tenant's, as were all customers before tenants (a constant
--- default: no row is rewritten to add the column). The primary keys keep
--- their names. The migration runner applies this once, under its lock, in
--- the same transaction that records the version.
+-- tenant A's customer c-1 are not those of tenant B's c-1.
+--
+-- Expand only: the previous release's workers share this database during a
+-- rolling or versioned deploy, and their statements name the keys of 0003
+-- (ON CONFLICT (customer_id) on rewards_enrollments, the primary key
+-- (customer_id, changed_at, to_tier) of rewards_tier_changes). So both
+-- primary keys stay exactly as they are, on the columns they are on and
+-- under their names, and no row is rewritten. A default-tenant customer's
+-- rows keep the bare customer ID as customer_id, as every row before tenants
+-- did; another tenant's customer is recorded under the scoped key
+-- {tenant}/{customer_id}, the scheme of its workflow ID. Neither a tenant ID
+-- nor a customer ID holds a '/', so a scoped key never equals a
+-- default-tenant customer ID nor another tenant's key, and the existing keys
+-- keep tenants apart.
+--
+-- tenant_id names each row's tenant for queries by tenant; its constant
+-- default makes every row on record, and every row the previous release
+-- writes, the default tenant's, without rewriting the table (PostgreSQL 11
+-- and later). The store writes it with the key and reads by the key. The
+-- migration runner applies this once, under its lock, in the same
+-- transaction that records the version.
 
 ALTER TABLE rewards_enrollments ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
-ALTER TABLE rewards_enrollments DROP CONSTRAINT rewards_enrollments_pkey;
-ALTER TABLE rewards_enrollments ADD CONSTRAINT rewards_enrollments_pkey PRIMARY KEY (tenant_id, customer_id);
-
 ALTER TABLE rewards_tier_changes ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
-ALTER TABLE rewards_tier_changes DROP CONSTRAINT rewards_tier_changes_pkey;
-ALTER TABLE rewards_tier_changes ADD CONSTRAINT rewards_tier_changes_pkey PRIMARY KEY (tenant_id, customer_id, changed_at, to_tier);

@@ -1,34 +1,24 @@
 -- Rewards customers belong to a tenant: the enrollments and tier changes of
--- tenant A's customer c-1 are not those of tenant B's c-1. Both tables take a
--- tenant_id, which leads their primary keys; every row on record is the
--- default tenant's, as were all customers before tenants. SQLite cannot
--- change a primary key in place, so each table is rebuilt: created anew,
--- filled with every row, and renamed over the old one. The migration runner
--- applies this once, under its lock, in the same transaction that records
--- the version.
+-- tenant A's customer c-1 are not those of tenant B's c-1.
+--
+-- Expand only: the previous release's workers share this database during a
+-- rolling or versioned deploy, and their statements name the keys of 0003
+-- (ON CONFLICT (customer_id) on rewards_enrollments, the primary key
+-- (customer_id, changed_at, to_tier) of rewards_tier_changes). So both keys
+-- stay exactly as they are, on the columns they are on, and no row is
+-- rewritten. A default-tenant customer's rows keep the bare customer ID as
+-- customer_id, as every row before tenants did; another tenant's customer is
+-- recorded under the scoped key {tenant}/{customer_id}, the scheme of its
+-- workflow ID. Neither a tenant ID nor a customer ID holds a '/', so a scoped
+-- key never equals a default-tenant customer ID nor another tenant's key,
+-- and the existing keys keep tenants apart.
+--
+-- tenant_id names each row's tenant for queries by tenant; its constant
+-- default makes every row on record, and every row the previous release
+-- writes, the default tenant's. The store writes it with the key and reads
+-- by the key. Adding a column is a change of the schema only (no table is
+-- rebuilt). The migration runner applies this once, under its lock, in the
+-- same transaction that records the version.
 
-CREATE TABLE rewards_enrollments_0007 (
-    customer_id   TEXT NOT NULL,
-    enrolled_at   TEXT,
-    unenrolled_at TEXT,
-    tenant_id     TEXT NOT NULL DEFAULT 'default',
-    PRIMARY KEY (tenant_id, customer_id)
-) STRICT;
-INSERT INTO rewards_enrollments_0007 (customer_id, enrolled_at, unenrolled_at, tenant_id)
-    SELECT customer_id, enrolled_at, unenrolled_at, 'default' FROM rewards_enrollments;
-DROP TABLE rewards_enrollments;
-ALTER TABLE rewards_enrollments_0007 RENAME TO rewards_enrollments;
-
-CREATE TABLE rewards_tier_changes_0007 (
-    customer_id TEXT NOT NULL,
-    changed_at  TEXT NOT NULL,
-    from_tier   TEXT NOT NULL,
-    to_tier     TEXT NOT NULL,
-    points      INTEGER NOT NULL,
-    tenant_id   TEXT NOT NULL DEFAULT 'default',
-    PRIMARY KEY (tenant_id, customer_id, changed_at, to_tier)
-) STRICT;
-INSERT INTO rewards_tier_changes_0007 (customer_id, changed_at, from_tier, to_tier, points, tenant_id)
-    SELECT customer_id, changed_at, from_tier, to_tier, points, 'default' FROM rewards_tier_changes;
-DROP TABLE rewards_tier_changes;
-ALTER TABLE rewards_tier_changes_0007 RENAME TO rewards_tier_changes;
+ALTER TABLE rewards_enrollments ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE rewards_tier_changes ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
