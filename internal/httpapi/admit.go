@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/admission"
+	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/problem"
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // problemEntityBusy is the 429 of a customer's entity with its admission
@@ -24,7 +26,10 @@ const problemEntityBusy = "https://entityflow.dev/problems/entity-busy"
 func (s *Server) admit(limiter *admission.Limiter, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		customer := r.PathValue("id")
-		ticket, err := limiter.Acquire(r.Context(), customer)
+		// Queued by entity: the same customer ID of two tenants is two
+		// entities. An invalid tenant is the handler's to refuse.
+		tenant, _ := idempotency.Tenant(r)
+		ticket, err := limiter.Acquire(r.Context(), workflows.RewardsWorkflowIDFor(tenant, customer))
 		var busy *admission.BusyError
 		switch {
 		case errors.As(err, &busy):

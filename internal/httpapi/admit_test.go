@@ -77,8 +77,8 @@ func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 		})
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for limiter.Stats("c-hot") != (admission.Stats{InFlight: m, Queued: q}) {
-		require.True(t, time.Now().Before(deadline), "stats %+v", limiter.Stats("c-hot"))
+	for limiter.Stats(workflows.RewardsWorkflowID("c-hot")) != (admission.Stats{InFlight: m, Queued: q}) {
+		require.True(t, time.Now().Before(deadline), "stats %+v", limiter.Stats(workflows.RewardsWorkflowID("c-hot")))
 		time.Sleep(time.Millisecond)
 	}
 
@@ -131,7 +131,7 @@ func TestQueuedCommandDeadlineIs503(t *testing.T) {
 	body := `{"activity":"purchase","points":25}`
 	done := make(chan int)
 	go func() { done <- send(h, http.MethodPost, "/v1/customers/c-hot/points", "k-0", body).Code }()
-	for limiter.Stats("c-hot").InFlight != 1 {
+	for limiter.Stats(workflows.RewardsWorkflowID("c-hot")).InFlight != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,7 +139,7 @@ func TestQueuedCommandDeadlineIs503(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k-1")
 	rec := httptest.NewRecorder()
 	go func() {
-		for limiter.Stats("c-hot").Queued != 1 {
+		for limiter.Stats(workflows.RewardsWorkflowID("c-hot")).Queued != 1 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
