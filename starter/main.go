@@ -39,6 +39,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/platform"
@@ -147,6 +148,8 @@ func globalFlags(fs *flag.FlagSet) globals {
 type session struct {
 	ctx      context.Context
 	temporal client.Client
+	// dataConverter is the client's (payload encryption when configured).
+	dataConverter converter.DataConverter
 	// rewards and customer are set for the rewards commands (rewardsSession).
 	rewards  *rewardsclient.Client
 	customer string
@@ -183,7 +186,7 @@ func (g globals) dial(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (is the server running?)", opts.HostPort)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *g.timeout)
-	return &session{ctx: ctx, temporal: c, cancel: cancel}, nil
+	return &session{ctx: ctx, temporal: c, dataConverter: opts.DataConverter, cancel: cancel}, nil
 }
 
 // rewardsSession checks the customer ID and its tenant and connects to

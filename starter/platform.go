@@ -34,7 +34,7 @@ func (g globals) platformSession(ctx context.Context, databaseURL string) (*sess
 		s.Close()
 		return nil, fmt.Errorf("opening database: %w", err)
 	}
-	s.platform = &platform.Service{Store: st, Temporal: s.temporal, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.platform = &platform.Service{Store: st, Temporal: s.temporal, DataConverter: s.dataConverter, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return s, nil
 }
 

@@ -135,7 +135,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	}
 	reg.MustRegister(authMetrics)
 	api := &httpapi.Server{
-		Platform:       &platform.Service{Store: st, Temporal: c, Logger: logger},
+		Platform:       &platform.Service{Store: st, Temporal: c, DataConverter: opts.DataConverter, Logger: logger},
 		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
 		Idempotency:    &idempotency.Middleware{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: idemMetrics, Logger: logger},
 		Auth:           authn,
