@@ -23,7 +23,11 @@ func TestDynamicConfig(t *testing.T) {
 		want   string
 	}{
 		{"none", nil, "{}\n"},
-		{"fast versioning", FastVersioning(), `matching.wv.VersionDrainageStatusRefreshInterval:
+		{"fast versioning", FastVersioning(), `matching.numTaskqueueReadPartitions:
+    - value: 1
+matching.numTaskqueueWritePartitions:
+    - value: 1
+matching.wv.VersionDrainageStatusRefreshInterval:
     - value: 2s
 matching.wv.VersionDrainageStatusVisibilityGracePeriod:
     - value: 5s
