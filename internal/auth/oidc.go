@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +58,25 @@ type OIDC struct {
 	scopeClaim  string
 }
 
+// checkJWKSURL accepts an https URL, or http to a loopback host only:
+// whoever can answer the key set fetch can mint tokens for any tenant.
+func checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("OIDC: JWKS URL %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme == "https" && u.Host != "":
+		return nil
+	case u.Scheme == "http" && u.Host != "":
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+			return nil
+		}
+		return fmt.Errorf("OIDC: JWKS URL %q: plain http only to a loopback host; use https (the key set decides who may sign tokens)", raw)
+	}
+	return fmt.Errorf("OIDC: JWKS URL %q: want an https:// URL", raw)
+}
+
 // NewOIDC returns the verifier of cfg's tokens. ctx carries configuration
 // only (go-oidc fetches keys in the background under it, ignoring its
 // cancellation); nothing is fetched until the first token arrives.
@@ -68,8 +89,8 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 	case cfg.Audience == "":
 		return nil, errors.New("OIDC: the audience is required")
 	}
-	if !strings.HasPrefix(cfg.JWKSURL, "https://") && !strings.HasPrefix(cfg.JWKSURL, "http://") {
-		return nil, fmt.Errorf("OIDC: JWKS URL %q: want http:// or https://", cfg.JWKSURL)
+	if err := checkJWKSURL(cfg.JWKSURL); err != nil {
+		return nil, err
 	}
 	client := cfg.HTTPClient
 	if client == nil {

@@ -194,9 +194,15 @@ func TestNewOIDCRefusesIncompleteConfig(t *testing.T) {
 		{Issuer: issuer, Audience: "a"},
 		{Issuer: issuer, JWKSURL: "https://idp/jwks"},
 		{Issuer: issuer, JWKSURL: "file:///etc/jwks.json", Audience: "a"},
+		{Issuer: issuer, JWKSURL: "http://idp.example.com/jwks", Audience: "a"},
+		{Issuer: issuer, JWKSURL: "https:///jwks", Audience: "a"},
 	} {
 		_, err := auth.NewOIDC(context.Background(), cfg)
 		assert.Error(t, err, "%+v", cfg)
+	}
+	for _, jwks := range []string{"https://idp.example.com/jwks", "http://127.0.0.1:8081/jwks", "http://localhost/jwks", "http://[::1]:80/jwks"} {
+		_, err := auth.NewOIDC(context.Background(), auth.OIDCConfig{Issuer: issuer, JWKSURL: jwks, Audience: "a"})
+		assert.NoError(t, err, jwks)
 	}
 }
 
