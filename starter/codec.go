@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/payloadcodec"
@@ -14,12 +15,21 @@ import (
 // Its keys open the payloads of every tenant, rewards and activities alike,
 // so a caller needs both read scopes and a credential of the default
 // tenant, the deployment's own: another tenant's credential never turns it
-// into a decryption oracle for data that is not its own.
+// into a decryption oracle for data that is not its own. Encoding makes
+// payloads the workers will trust, so it needs both write scopes as well.
 func codecEndpoint(codec *payloadcodec.Codec, origins []string, authn *auth.Authenticator) http.Handler {
 	return payloadcodec.Handler(codec, payloadcodec.HandlerOptions{
 		AllowedOrigins: origins,
 		Authenticate: func(next http.Handler) http.Handler {
-			return authn.Require(auth.ScopeRewardsRead, authn.Require(auth.ScopeActivitiesRead, defaultTenantOnly(next)))
+			read := authn.Require(auth.ScopeRewardsRead, authn.Require(auth.ScopeActivitiesRead, defaultTenantOnly(next)))
+			write := authn.Require(auth.ScopeRewardsWrite, authn.Require(auth.ScopeActivitiesWrite, read))
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/encode") {
+					write.ServeHTTP(w, r)
+					return
+				}
+				read.ServeHTTP(w, r)
+			})
 		},
 	})
 }

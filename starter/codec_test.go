@@ -68,13 +68,14 @@ func TestCodecEndpointCredentials(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		{name: "both read scopes, default tenant", token: full, wantStatus: http.StatusOK, wantBody: "encryption-key-id"},
-		{name: "every scope, default tenant", token: keys.Issue(t, "default"), wantStatus: http.StatusOK},
+		{name: "both read scopes, default tenant, decode", path: "/codec/decode", token: full, wantStatus: http.StatusOK, wantBody: "payloads"},
+		{name: "both read scopes cannot encode", token: full, wantStatus: http.StatusForbidden, wantBody: auth.ScopeRewardsWrite},
+		{name: "every scope, default tenant, encode", token: keys.Issue(t, "default"), wantStatus: http.StatusOK, wantBody: "encryption-key-id"},
 		{name: "no credentials", wantStatus: http.StatusUnauthorized},
 		{name: "unknown key", token: "efk_nothere_" + strings.Repeat("x", 43), wantStatus: http.StatusUnauthorized},
 		{name: "revoked key", token: revoked, wantStatus: http.StatusUnauthorized},
-		{name: "rewards:read only", token: keys.Issue(t, "default", auth.ScopeRewardsRead), wantStatus: http.StatusForbidden, wantBody: auth.ScopeActivitiesRead},
-		{name: "activities:read only", token: keys.Issue(t, "default", auth.ScopeActivitiesRead), wantStatus: http.StatusForbidden, wantBody: auth.ScopeRewardsRead},
+		{name: "rewards:read only", path: "/codec/decode", token: keys.Issue(t, "default", auth.ScopeRewardsRead), wantStatus: http.StatusForbidden, wantBody: auth.ScopeActivitiesRead},
+		{name: "activities:read only", path: "/codec/decode", token: keys.Issue(t, "default", auth.ScopeActivitiesRead), wantStatus: http.StatusForbidden, wantBody: auth.ScopeRewardsRead},
 		{name: "write scopes only", token: keys.Issue(t, "default", auth.ScopeRewardsWrite, auth.ScopeActivitiesWrite), wantStatus: http.StatusForbidden},
 		{name: "another tenant with every scope", token: keys.Issue(t, "t-1"), wantStatus: http.StatusForbidden, wantBody: "only credentials of the default tenant"},
 		{name: "preflight needs no credentials", method: http.MethodOptions, wantStatus: http.StatusNoContent},
