@@ -206,14 +206,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	var failed []string
 	for _, c := range checks {
 		if err := c.ping(r.Context()); err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", c.name, err))
+			// /healthz needs no credentials: the answer names what is down,
+			// the log says why (errors carry hosts and ports).
+			s.logger().Warn("health check failed", "dependency", c.name, "error", err)
+			failed = append(failed, c.name)
 			continue
 		}
 		ok[c.name] = "ok"
 	}
 	if len(failed) > 0 {
 		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "unhealthy: " + strings.Join(failed, "; ")})
+			Detail: "unavailable: " + strings.Join(failed, ", ") + " (details in the server's log)"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": http.StatusText(http.StatusOK), "checks": ok})
