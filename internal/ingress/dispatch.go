@@ -1,0 +1,381 @@
+package ingress
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers of a dead letter, beside the original message's own (whose Nats-*
+// headers are renamed Ingest-Original-*, so that JetStream does not act on
+// them again).
+const (
+	HeaderReason     = "Ingest-Reason"
+	HeaderError      = "Ingest-Error"
+	HeaderStream     = "Ingest-Stream"
+	HeaderSequence   = "Ingest-Sequence"
+	HeaderSubject    = "Ingest-Subject"
+	HeaderConsumer   = "Ingest-Consumer"
+	HeaderDeliveries = "Ingest-Deliveries"
+	HeaderDedupKey   = "Ingest-Dedup-Key"
+	HeaderDeadAt     = "Ingest-Dead-At"
+)
+
+// job is one delivery of a message on its way through the dispatcher.
+type job struct {
+	src  *source
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+	// key orders: the jobs of one key are handled one at a time, in the
+	// order they came (a customer's subject; an event's ID).
+	key      string
+	dedupKey string
+	// err is a Rejection found while preparing; apply is then nil.
+	err   error
+	apply func(ctx context.Context) (outcome string, err error)
+}
+
+// keyState is what the dispatcher knows of one key.
+type keyState struct {
+	// held counts the key's jobs queued or in flight.
+	held int
+	// until defers the key's new messages: they are nacked until then,
+	// so that none overtakes an earlier one nacked before it.
+	until time.Time
+	// backoff defers all the key's messages, queued ones too: an earlier
+	// one failed and is backing off until then.
+	backoff time.Time
+}
+
+// deferredUntil is when the key takes new messages again.
+func (ks *keyState) deferredUntil() time.Time {
+	if ks.backoff.After(ks.until) {
+		return ks.backoff
+	}
+	return ks.until
+}
+
+// dispatcher hands jobs to partitions by key, bounds what it holds per
+// key, keeps held messages alive and settles each job (ack, nak, dead letter).
+type dispatcher struct {
+	in    *Ingress
+	cfg   Config
+	parts []chan *job
+	quit  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+	jobs map[*job]struct{}
+}
+
+func newDispatcher(in *Ingress, cfg Config) *dispatcher {
+	d := &dispatcher{in: in, cfg: cfg, quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}}
+	d.parts = make([]chan *job, cfg.Partitions)
+	for i := range d.parts {
+		d.parts[i] = make(chan *job, cfg.MaxAckPending)
+	}
+	return d
+}
+
+// start runs the partitions' workers and the keep-alive loop on ctx, which
+// bounds the handling of messages in flight.
+func (d *dispatcher) start(ctx context.Context) {
+	for _, ch := range d.parts {
+		d.wg.Go(func() { d.work(ctx, ch) })
+	}
+	d.wg.Go(func() { d.keepAlive(ctx) })
+}
+
+func (d *dispatcher) closeQuit() { d.once.Do(func() { close(d.quit) }) }
+
+// stop makes the workers nack what is queued and waits for those in flight,
+// at most timeout, after which cancel ends their handling (and they nack).
+func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
+	d.closeQuit()
+	t := time.AfterFunc(timeout, cancel)
+	defer t.Stop()
+	d.wg.Wait()
+}
+
+func (d *dispatcher) stopping() bool {
+	select {
+	case <-d.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// partition returns the index of key's partition.
+func partition(key string, n int) int {
+	return int(xxhash.Sum64String(key) % uint64(n))
+}
+
+// submit takes a job from a consumer: nacked at once when its key is
+// deferred or over MaxPerCustomer, queued on its partition otherwise.
+func (d *dispatcher) submit(j *job) {
+	if d.stopping() {
+		d.nak(j, 0, "shutdown")
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	ks := d.keys[j.key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[j.key] = ks
+	}
+	if until := ks.deferredUntil(); now.Before(until) {
+		d.mu.Unlock()
+		d.nak(j, until.Sub(now), "deferred")
+		return
+	}
+	if ks.held >= d.cfg.MaxPerCustomer {
+		ks.until = now.Add(d.cfg.DeferDelay)
+		d.mu.Unlock()
+		d.nak(j, d.cfg.DeferDelay, "deferred")
+		return
+	}
+	ks.held++
+	d.jobs[j] = struct{}{}
+	d.mu.Unlock()
+	d.in.Metrics.held.Inc()
+	select {
+	case d.parts[partition(j.key, len(d.parts))] <- j:
+	case <-d.quit:
+		d.nak(j, 0, "shutdown")
+		d.release(j)
+	}
+}
+
+// release forgets a settled job.
+func (d *dispatcher) release(j *job) {
+	d.mu.Lock()
+	delete(d.jobs, j)
+	if ks := d.keys[j.key]; ks != nil {
+		ks.held--
+		if ks.held <= 0 && !time.Now().Before(ks.deferredUntil()) {
+			delete(d.keys, j.key)
+		}
+	}
+	d.mu.Unlock()
+	d.in.Metrics.held.Dec()
+}
+
+// backingOff returns how long key still backs off after a failure, if it does.
+func (d *dispatcher) backingOff(key string) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ks := d.keys[key]; ks != nil {
+		if left := time.Until(ks.backoff); left > 0 {
+			return left, true
+		}
+	}
+	return 0, false
+}
+
+// backOff defers all of key's messages for delay (or longer, if it already
+// is), after one of them failed.
+func (d *dispatcher) backOff(key string, delay time.Duration) {
+	if delay <= 0 {
+		return
+	}
+	until := time.Now().Add(delay)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ks := d.keys[key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[key] = ks
+	}
+	if until.After(ks.backoff) {
+		ks.backoff = until
+	}
+}
+
+// work is one partition's worker: its jobs one at a time, in order.
+func (d *dispatcher) work(ctx context.Context, ch chan *job) {
+	for {
+		if d.stopping() {
+			for {
+				select {
+				case j := <-ch:
+					d.nak(j, 0, "shutdown")
+					d.release(j)
+				default:
+					return
+				}
+			}
+		}
+		select {
+		case j := <-ch:
+			d.handle(ctx, j)
+			d.release(j)
+		case <-d.quit:
+		}
+	}
+}
+
+// handle settles one job: applies it, then acks, nacks or dead-letters it
+// as Decide says.
+func (d *dispatcher) handle(ctx context.Context, j *job) {
+	if left, ok := d.backingOff(j.key); ok {
+		// An earlier message of the key is backing off: this one follows it.
+		d.nak(j, left, "deferred")
+		return
+	}
+	err := j.err
+	outcome := ""
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.ProcessTimeout)
+		outcome, err = j.apply(pctx)
+		cancel()
+	}
+	dec := Decide(err, j.meta.NumDelivered, d.cfg.Retry)
+	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
+		"deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)
+	switch dec.Action {
+	case Ack:
+		d.ack(j, outcome)
+	case Retry:
+		reason, delay := dec.Reason, dec.Delay
+		if ctx.Err() != nil {
+			reason, delay = "shutdown", 0
+		}
+		if reason == "unexplained" {
+			log.Warn("ingress: unexplained failure; retrying", "retry_in", delay, "error", err)
+		} else {
+			log.Info("ingress: retrying", "reason", reason, "retry_in", delay, "error", err)
+		}
+		d.backOff(j.key, delay)
+		d.nak(j, delay, reason)
+	case DeadLetter:
+		if perr := d.deadLetter(ctx, j, dec.Reason, err); perr != nil {
+			delay := d.cfg.Retry.Delay(j.meta.NumDelivered)
+			log.Warn("ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
+			d.backOff(j.key, delay)
+			d.nak(j, delay, "transient")
+			return
+		}
+		log.Warn("ingress: dead-lettered", "reason", dec.Reason, "error", err)
+		d.in.Metrics.deadLettered.WithLabelValues(j.src.name, dec.Reason).Inc()
+		d.ack(j, OutcomeDeadLettered)
+	}
+}
+
+// ack acks j and waits for JetStream to confirm it. A lost ack makes
+// JetStream deliver the message again, which its dedup key then answers.
+func (d *dispatcher) ack(j *job, outcome string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.msg.DoubleAck(ctx); err != nil {
+		d.in.Logger.Warn("ingress: ack not confirmed; the message may come again (and count as a duplicate)",
+			"subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream, "error", err)
+		return
+	}
+	d.in.Metrics.handled.WithLabelValues(j.src.name, outcome).Inc()
+	d.in.Metrics.lag.WithLabelValues(j.src.name).Observe(time.Since(j.meta.Timestamp).Seconds())
+}
+
+// nak hands j back to JetStream for delivery after delay.
+func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
+	var err error
+	if delay > 0 {
+		err = j.msg.NakWithDelay(delay)
+	} else {
+		err = j.msg.Nak()
+	}
+	if err != nil {
+		d.in.Logger.Debug("ingress: nak failed; the message comes again after the ack wait", "subject", j.msg.Subject(), "error", err)
+	}
+	d.in.Metrics.retried.WithLabelValues(j.src.name, reason).Inc()
+}
+
+// deadLetter publishes j to the dead-letter stream, on
+// {DeadLetterPrefix}.{subject}, with its body, its headers (Nats-* ones
+// renamed Ingest-Original-*) and the reason. Its Nats-Msg-Id is derived from
+// the original's stream and sequence, so that a second try (after a crash
+// between publish and ack) is dropped by the dead-letter stream's duplicate
+// window.
+func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, cause error) error {
+	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.msg.Subject())
+	m.Data = j.msg.Data()
+	for k, vs := range j.msg.Headers() {
+		if strings.HasPrefix(k, "Nats-") {
+			k = "Ingest-Original-" + strings.TrimPrefix(k, "Nats-")
+		}
+		m.Header[k] = append([]string(nil), vs...)
+	}
+	seq := strconv.FormatUint(j.meta.Sequence.Stream, 10)
+	m.Header.Set(HeaderReason, reason)
+	if cause != nil {
+		m.Header.Set(HeaderError, headerValue(cause.Error()))
+	}
+	m.Header.Set(HeaderStream, j.meta.Stream)
+	m.Header.Set(HeaderSequence, seq)
+	m.Header.Set(HeaderSubject, j.msg.Subject())
+	m.Header.Set(HeaderConsumer, j.meta.Consumer)
+	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
+	if j.dedupKey != "" {
+		m.Header.Set(HeaderDedupKey, headerValue(j.dedupKey))
+	}
+	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339))
+	m.Header.Set(nats.MsgIdHdr, "dead:"+j.meta.Stream+":"+seq)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := d.in.JS.PublishMsg(pctx, m, jetstream.WithExpectStream(d.cfg.DeadLetterStream))
+	return err
+}
+
+// headerValue makes s a header value: one line, at most 1 KiB.
+func headerValue(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 1024 {
+		s = s[:1021] + "..."
+	}
+	return s
+}
+
+// keepAlive tells JetStream every AckWait/3 that the held messages are
+// being worked on, so that none is redelivered while it waits its turn.
+func (d *dispatcher) keepAlive(ctx context.Context) {
+	t := time.NewTicker(d.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.quit:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		held := make([]*job, 0, len(d.jobs))
+		for j := range d.jobs {
+			held = append(held, j)
+		}
+		now := time.Now()
+		for k, ks := range d.keys {
+			if ks.held <= 0 && !now.Before(ks.deferredUntil()) {
+				delete(d.keys, k)
+			}
+		}
+		d.mu.Unlock()
+		for _, j := range held {
+			_ = j.msg.InProgress()
+		}
+	}
+}
