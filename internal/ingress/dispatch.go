@@ -45,20 +45,47 @@ type job struct {
 type keyState struct {
 	// held counts the key's jobs queued or in flight.
 	held int
-	// until defers the key's new messages: they are nacked until then,
-	// so that none overtakes an earlier one nacked before it.
+	// until defers the key's new messages: they are nacked until then
+	// (the key was over MaxPerCustomer).
 	until time.Time
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
+	// waiting holds the stream sequences of the key's messages nacked to
+	// keep order (deferred or backing off), each with the time it is due
+	// back. A message later than the earliest of them is nacked again
+	// when it arrives, so that none overtakes it, whatever order
+	// JetStream's redelivery timers bring them back in.
+	waiting map[uint64]time.Time
 }
 
-// deferredUntil is when the key takes new messages again.
-func (ks *keyState) deferredUntil() time.Time {
-	if ks.backoff.After(ks.until) {
-		return ks.backoff
+// idle reports whether the key can be forgotten.
+func (ks *keyState) idle(now time.Time) bool {
+	return ks.held <= 0 && !now.Before(ks.until) && !now.Before(ks.backoff) && len(ks.waiting) == 0
+}
+
+// firstWaiting returns the earliest sequence the key waits for and when it
+// is due back. An entry long overdue (the message was acked elsewhere, or
+// deleted from the stream) is given up after grace.
+func (ks *keyState) firstWaiting(now time.Time, grace time.Duration) (seq uint64, due time.Time, ok bool) {
+	for s, at := range ks.waiting {
+		if now.After(at.Add(grace)) {
+			delete(ks.waiting, s)
+			continue
+		}
+		if !ok || s < seq {
+			seq, due, ok = s, at, true
+		}
 	}
-	return ks.until
+	return seq, due, ok
+}
+
+// wait records that the message seq was nacked for delay.
+func (ks *keyState) wait(seq uint64, now time.Time, delay time.Duration) {
+	if ks.waiting == nil {
+		ks.waiting = map[uint64]time.Time{}
+	}
+	ks.waiting[seq] = now.Add(delay)
 }
 
 // dispatcher hands jobs to partitions by key, bounds what it holds per
@@ -119,29 +146,53 @@ func partition(key string, n int) int {
 	return int(xxhash.Sum64String(key) % uint64(n))
 }
 
+// minOrderDelay is the least delay of a message nacked behind an earlier
+// one of its key, which is due back about now.
+const minOrderDelay = 50 * time.Millisecond
+
+// waitGrace is how long past its due time a nacked message is waited for
+// before its key stops holding later messages back for it.
+func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
+
 // submit takes a job from a consumer: nacked at once when its key is
-// deferred or over MaxPerCustomer, queued on its partition otherwise.
+// deferred, when an earlier message of its key is still to come back, or
+// when the key is at MaxPerCustomer; queued on its partition otherwise.
 func (d *dispatcher) submit(j *job) {
 	if d.stopping() {
 		d.nak(j, 0, "shutdown")
 		return
 	}
 	now := time.Now()
+	seq := j.meta.Sequence.Stream
 	d.mu.Lock()
 	ks := d.keys[j.key]
 	if ks == nil {
 		ks = &keyState{}
 		d.keys[j.key] = ks
 	}
-	if until := ks.deferredUntil(); now.Before(until) {
-		d.mu.Unlock()
-		d.nak(j, until.Sub(now), "deferred")
-		return
+	delay := time.Duration(0)
+	if first, due, ok := ks.firstWaiting(now, d.waitGrace()); ok {
+		switch {
+		case seq == first:
+			delete(ks.waiting, seq) // back: its turn
+		case seq > first:
+			delay = max(due.Sub(now)+minOrderDelay, minOrderDelay)
+		}
 	}
-	if ks.held >= d.cfg.MaxPerCustomer {
+	if until := ks.until; delay == 0 && now.Before(until) {
+		delay = until.Sub(now)
+	}
+	if delay == 0 && now.Before(ks.backoff) {
+		delay = ks.backoff.Sub(now)
+	}
+	if delay == 0 && ks.held >= d.cfg.MaxPerCustomer {
 		ks.until = now.Add(d.cfg.DeferDelay)
+		delay = d.cfg.DeferDelay
+	}
+	if delay > 0 {
+		ks.wait(seq, now, delay)
 		d.mu.Unlock()
-		d.nak(j, d.cfg.DeferDelay, "deferred")
+		d.nak(j, delay, "deferred")
 		return
 	}
 	ks.held++
@@ -162,7 +213,7 @@ func (d *dispatcher) release(j *job) {
 	delete(d.jobs, j)
 	if ks := d.keys[j.key]; ks != nil {
 		ks.held--
-		if ks.held <= 0 && !time.Now().Before(ks.deferredUntil()) {
+		if ks.idle(time.Now()) {
 			delete(d.keys, j.key)
 		}
 	}
@@ -170,35 +221,39 @@ func (d *dispatcher) release(j *job) {
 	d.in.Metrics.held.Dec()
 }
 
-// backingOff returns how long key still backs off after a failure, if it does.
-func (d *dispatcher) backingOff(key string) (time.Duration, bool) {
+// backingOff reports how long j's key still backs off after a failure, if
+// it does; j is then recorded as waiting, to be nacked for that long.
+func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if ks := d.keys[key]; ks != nil {
-		if left := time.Until(ks.backoff); left > 0 {
+	now := time.Now()
+	if ks := d.keys[j.key]; ks != nil {
+		if left := ks.backoff.Sub(now); left > 0 {
+			ks.wait(j.meta.Sequence.Stream, now, left)
 			return left, true
 		}
 	}
 	return 0, false
 }
 
-// backOff defers all of key's messages for delay (or longer, if it already
-// is), after one of them failed.
-func (d *dispatcher) backOff(key string, delay time.Duration) {
+// backOff defers all of j's key's messages for delay (or longer, if it
+// already is), after j failed; j is recorded as waiting.
+func (d *dispatcher) backOff(j *job, delay time.Duration) {
 	if delay <= 0 {
 		return
 	}
-	until := time.Now().Add(delay)
+	now := time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ks := d.keys[key]
+	ks := d.keys[j.key]
 	if ks == nil {
 		ks = &keyState{}
-		d.keys[key] = ks
+		d.keys[j.key] = ks
 	}
-	if until.After(ks.backoff) {
+	if until := now.Add(delay); until.After(ks.backoff) {
 		ks.backoff = until
 	}
+	ks.wait(j.meta.Sequence.Stream, now, delay)
 }
 
 // work is one partition's worker: its jobs one at a time, in order.
@@ -227,7 +282,7 @@ func (d *dispatcher) work(ctx context.Context, ch chan *job) {
 // handle settles one job: applies it, then acks, nacks or dead-letters it
 // as Decide says.
 func (d *dispatcher) handle(ctx context.Context, j *job) {
-	if left, ok := d.backingOff(j.key); ok {
+	if left, ok := d.backingOff(j); ok {
 		// An earlier message of the key is backing off: this one follows it.
 		d.nak(j, left, "deferred")
 		return
@@ -255,13 +310,13 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 		} else {
 			log.Info("ingress: retrying", "reason", reason, "retry_in", delay, "error", err)
 		}
-		d.backOff(j.key, delay)
+		d.backOff(j, delay)
 		d.nak(j, delay, reason)
 	case DeadLetter:
 		if perr := d.deadLetter(ctx, j, dec.Reason, err); perr != nil {
 			delay := d.cfg.Retry.Delay(j.meta.NumDelivered)
 			log.Warn("ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
-			d.backOff(j.key, delay)
+			d.backOff(j, delay)
 			d.nak(j, delay, "transient")
 			return
 		}
@@ -369,7 +424,8 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		}
 		now := time.Now()
 		for k, ks := range d.keys {
-			if ks.held <= 0 && !now.Before(ks.deferredUntil()) {
+			ks.firstWaiting(now, d.waitGrace()) // drops what is long overdue
+			if ks.idle(now) {
 				delete(d.keys, k)
 			}
 		}

@@ -225,8 +225,8 @@ func TestDispatcherBoundsPerKey(t *testing.T) {
 	a4 := newFakeMsg("a", 4)
 	h.submit(a4, "a", func(context.Context) (string, error) { return OutcomeApplied, nil })
 	waitSettled(t, a4)
-	if s, d := a4.state(); s != "nak" || d <= 0 || d > 300*time.Millisecond {
-		t.Fatalf("a4: %s %v, want nak for the rest of the defer delay", s, d)
+	if s, d := a4.state(); s != "nak" || d <= 0 || d > 300*time.Millisecond+minOrderDelay {
+		t.Fatalf("a4: %s %v, want nak until just after a3 is due back", s, d)
 	}
 	if got := testutil.ToFloat64(h.in.Metrics.retried.WithLabelValues(SourcePoints, "deferred")); got != 2 {
 		t.Errorf("retried{deferred} = %v, want 2", got)
@@ -347,5 +347,53 @@ func TestDispatcherStopNacksQueued(t *testing.T) {
 	}
 	if s, d := a2.state(); s != "nak" || d != 0 {
 		t.Errorf("queued at stop: %s %v, want nak at once", s, d)
+	}
+}
+
+// A message nacked to keep order holds back every later message of its key,
+// also after the defer delay, until it has come back itself: JetStream's
+// redelivery timers do not promise to bring messages back in order.
+func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 1, MaxPerCustomer: 1, DeferDelay: 20 * time.Millisecond})
+	release := make(chan struct{})
+	var order []uint64
+	var mu sync.Mutex
+	applied := func(m *fakeMsg) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			order = append(order, m.meta.Sequence.Stream)
+			mu.Unlock()
+			return OutcomeApplied, nil
+		}
+	}
+	a1 := newFakeMsg("a", 1)
+	h.submit(a1, "a", func(context.Context) (string, error) { <-release; return applied(a1)(context.Background()) })
+	a2 := newFakeMsg("a", 2)
+	h.submit(a2, "a", applied(a2)) // over the bound: deferred
+	waitSettled(t, a2)
+	close(release)
+	waitSettled(t, a1)
+	time.Sleep(100 * time.Millisecond) // the defer delay is over, a2 not yet back
+	a3 := newFakeMsg("a", 3)
+	h.submit(a3, "a", applied(a3))
+	waitSettled(t, a3)
+	if s, d := a3.state(); s != "nak" || d < minOrderDelay {
+		t.Fatalf("a3 overtook a2: %s %v", s, d)
+	}
+	a2again, a3again := newFakeMsg("a", 2), newFakeMsg("a", 3)
+	a2again.meta.NumDelivered, a3again.meta.NumDelivered = 2, 2
+	h.submit(a2again, "a", applied(a2again))
+	waitSettled(t, a2again)
+	h.submit(a3again, "a", applied(a3again))
+	waitSettled(t, a3again)
+	for _, m := range []*fakeMsg{a2again, a3again} {
+		if s, _ := m.state(); s != "ack" {
+			t.Errorf("%v: want ack once its turn came", m)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(order) != "[1 2 3]" {
+		t.Errorf("applied in order %v, want [1 2 3]", order)
 	}
 }
