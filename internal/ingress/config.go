@@ -55,9 +55,11 @@ type Config struct {
 	// (default 64).
 	Partitions int
 	// MaxPerCustomer bounds the messages of one customer the ingress holds
-	// at once (default 16); beyond it the customer's messages are nacked
-	// and come back after DeferDelay (default 1 s), so that one busy
-	// customer cannot take all of MaxAckPending.
+	// at once (default 16), so that one busy customer cannot take all of
+	// MaxAckPending; beyond it the customer's messages are nacked, each
+	// for about the time until its turn (its place in the customer's line
+	// times the recent time to apply a message), at least DeferDelay
+	// (default 100 ms).
 	MaxPerCustomer int
 	DeferDelay     time.Duration
 	// Retry is how nacked messages back off and when an unexplained
@@ -109,7 +111,7 @@ func (c Config) withDefaults() Config {
 	dur(&c.AckWait, 30*time.Second)
 	num(&c.Partitions, 64)
 	num(&c.MaxPerCustomer, 16)
-	dur(&c.DeferDelay, time.Second)
+	dur(&c.DeferDelay, 100*time.Millisecond)
 	dur(&c.Retry.Base, time.Second)
 	dur(&c.Retry.Max, time.Minute)
 	if c.Retry.MaxDeliveries == 0 {

@@ -45,9 +45,6 @@ type job struct {
 type keyState struct {
 	// held counts the key's jobs queued or in flight.
 	held int
-	// until defers the key's new messages: they are nacked until then
-	// (the key was over MaxPerCustomer).
-	until time.Time
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
@@ -61,23 +58,27 @@ type keyState struct {
 
 // idle reports whether the key can be forgotten.
 func (ks *keyState) idle(now time.Time) bool {
-	return ks.held <= 0 && !now.Before(ks.until) && !now.Before(ks.backoff) && len(ks.waiting) == 0
+	return ks.held <= 0 && !now.Before(ks.backoff) && len(ks.waiting) == 0
 }
 
 // firstWaiting returns the earliest sequence the key waits for and when it
-// is due back. An entry long overdue (the message was acked elsewhere, or
-// deleted from the stream) is given up after grace.
-func (ks *keyState) firstWaiting(now time.Time, grace time.Duration) (seq uint64, due time.Time, ok bool) {
+// is due back, and how many waiting messages come before seq. An entry long
+// overdue (the message was acked elsewhere, or deleted from the stream) is
+// given up after grace.
+func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
 	for s, at := range ks.waiting {
 		if now.After(at.Add(grace)) {
 			delete(ks.waiting, s)
 			continue
 		}
-		if !ok || s < seq {
-			seq, due, ok = s, at, true
+		if s < seq {
+			ahead++
+		}
+		if !ok || s < first {
+			first, due, ok = s, at, true
 		}
 	}
-	return seq, due, ok
+	return first, due, ahead, ok
 }
 
 // wait records that the message seq was nacked for delay.
@@ -101,6 +102,27 @@ type dispatcher struct {
 	mu   sync.Mutex
 	keys map[string]*keyState
 	jobs map[*job]struct{}
+	// avgApply is a moving average of the time to apply a message.
+	avgApply time.Duration
+}
+
+// applyTime returns the recent time to apply a message; d.mu is held.
+func (d *dispatcher) applyTime() time.Duration {
+	if d.avgApply <= 0 {
+		return 20 * time.Millisecond
+	}
+	return d.avgApply
+}
+
+// observeApply adds one message's apply time to the moving average.
+func (d *dispatcher) observeApply(took time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.avgApply <= 0 {
+		d.avgApply = took
+		return
+	}
+	d.avgApply += (took - d.avgApply) / 16
 }
 
 func newDispatcher(in *Ingress, cfg Config) *dispatcher {
@@ -170,24 +192,22 @@ func (d *dispatcher) submit(j *job) {
 		ks = &keyState{}
 		d.keys[j.key] = ks
 	}
+	// Nacked, a message comes back after about the time until its turn:
+	// the messages ahead of it in the key's line (held, and waiting with
+	// smaller sequences) times the recent time to apply one.
 	delay := time.Duration(0)
-	if first, due, ok := ks.firstWaiting(now, d.waitGrace()); ok {
-		switch {
-		case seq == first:
-			delete(ks.waiting, seq) // back: its turn
-		case seq > first:
-			delay = max(due.Sub(now)+minOrderDelay, minOrderDelay)
-		}
-	}
-	if until := ks.until; delay == 0 && now.Before(until) {
-		delay = until.Sub(now)
-	}
-	if delay == 0 && now.Before(ks.backoff) {
+	first, due, ahead, waiting := ks.firstWaiting(now, d.waitGrace(), seq)
+	turn := time.Duration(ks.held+ahead-d.cfg.MaxPerCustomer+1) * d.applyTime()
+	switch {
+	case waiting && seq > first:
+		delay = max(due.Sub(now)+minOrderDelay, turn, minOrderDelay)
+	case now.Before(ks.backoff):
 		delay = ks.backoff.Sub(now)
+	case ks.held >= d.cfg.MaxPerCustomer:
+		delay = max(turn, d.cfg.DeferDelay)
 	}
-	if delay == 0 && ks.held >= d.cfg.MaxPerCustomer {
-		ks.until = now.Add(d.cfg.DeferDelay)
-		delay = d.cfg.DeferDelay
+	if waiting && seq == first && delay == 0 {
+		delete(ks.waiting, seq) // back, and its turn
 	}
 	if delay > 0 {
 		ks.wait(seq, now, delay)
@@ -291,8 +311,12 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 	outcome := ""
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, d.cfg.ProcessTimeout)
+		began := time.Now()
 		outcome, err = j.apply(pctx)
 		cancel()
+		if err == nil {
+			d.observeApply(time.Since(began))
+		}
 	}
 	dec := Decide(err, j.meta.NumDelivered, d.cfg.Retry)
 	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
@@ -424,7 +448,7 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		}
 		now := time.Now()
 		for k, ks := range d.keys {
-			ks.firstWaiting(now, d.waitGrace()) // drops what is long overdue
+			ks.firstWaiting(now, d.waitGrace(), 0) // drops what is long overdue
 			if ks.idle(now) {
 				delete(d.keys, k)
 			}
