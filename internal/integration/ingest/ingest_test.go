@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,19 +142,29 @@ func background(t *testing.T) context.Context {
 // start runs an ingress until the test ends; its metrics go to reg.
 func (e *env) start(reg prometheus.Registerer) {
 	e.t.Helper()
+	stop := e.startOn(e.js, reg)
+	e.t.Cleanup(stop)
+}
+
+// startOn runs an ingress on js until stop is called; its metrics go to reg.
+func (e *env) startOn(js jetstream.JetStream, reg prometheus.Registerer) (stop func()) {
+	e.t.Helper()
 	in := &ingress.Ingress{
-		Config: e.cfg, JS: e.js, Rewards: e.rewards, Platform: e.platform,
+		Config: e.cfg, JS: js, Rewards: e.rewards, Platform: e.platform,
 		Metrics: ingress.NewMetrics(reg), Logger: quietLogger(e.t),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("ingress: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.t.Errorf("ingress: %v", err)
+			}
+		})
+	}
 	// Run creates the streams; wait for them before publishing.
 	waitFor(e.t, "the ingress's streams", 30*time.Second, func() (bool, error) {
 		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream} {
@@ -163,6 +174,7 @@ func (e *env) start(reg prometheus.Registerer) {
 		}
 		return true, nil
 	})
+	return stop
 }
 
 // publish stores one message and fails the test unless JetStream stored it
@@ -510,5 +522,101 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 		if info.NumPending != 0 || info.NumAckPending != 0 {
 			t.Errorf("%s/%s: %d pending, %d unacked after the run", s.stream, s.durable, info.NumPending, info.NumAckPending)
 		}
+	}
+}
+
+// An ingress that loses its connection mid-stream (its acks lost, updates
+// perhaps applied but unacked) and a second one that takes over its durable
+// consumers: every entity ends with exactly its distinct events, including
+// those whose only key is their stream sequence, and nothing is
+// dead-lettered. The time the second one takes to drain the backlog is
+// logged (a first figure of lag recovery after a restart).
+func TestIngressTakeoverMidStream(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.AckWait = 3 * time.Second // what the dead ingress held comes back soon
+	e.cfg.MaxPerCustomer = 8
+	ctx := background(t)
+
+	ncA, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncA.Close()
+	jsA, err := jetstream.New(ncA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regA := prometheus.NewRegistry()
+	stopA := e.startOn(jsA, regA)
+
+	const custs, perCustomer = 10, 40
+	sums := make([]int64, custs)
+	var copies [][2]string // subject, body; published twice unless keyless
+	var keyless []int      // indexes of events published once, without any key
+	for i := range perCustomer {
+		for c := range custs {
+			n := i*custs + c
+			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%5 + 1), SourceID: fmt.Sprint(n)}
+			sums[c] += ev.Points
+			if n%4 != 3 {
+				ev.DedupKey = fmt.Sprintf("k-%d", n)
+			} else {
+				keyless = append(keyless, len(copies))
+			}
+			copies = append(copies, [2]string{ingress.PointsSubject(e.cfg.PointsPrefix, "default", fmt.Sprintf("r-%d", c)), string(mustJSON(t, ev))})
+		}
+	}
+	isKeyless := map[int]bool{}
+	for _, i := range keyless {
+		isKeyless[i] = true
+	}
+	for round := range 2 {
+		for i, m := range copies {
+			if round == 1 && isKeyless[i] {
+				continue // a second copy without a key would be another event
+			}
+			e.publish(m[0], []byte(m[1]), "")
+		}
+	}
+	total := 2*len(copies) - len(keyless)
+
+	handledBy := func(reg *prometheus.Registry) float64 {
+		return counter(t, reg, "ingest_handled_total", map[string]string{"source": ingress.SourcePoints, "outcome": ingress.OutcomeApplied}) +
+			counter(t, reg, "ingest_handled_total", map[string]string{"source": ingress.SourcePoints, "outcome": ingress.OutcomeDuplicate})
+	}
+	waitFor(t, "a third of the stream handled", 3*time.Minute, func() (bool, error) {
+		return handledBy(regA) >= float64(total/3), nil
+	})
+	ncA.Close() // the connection drops: acks and naks of work in flight are lost
+	stopA()
+	t.Logf("first ingress handled %v of %d messages before it lost its connection", handledBy(regA), total)
+
+	regB := prometheus.NewRegistry()
+	began := time.Now()
+	e.start(regB)
+	cons, err := e.js.Consumer(ctx, e.cfg.PointsStream, e.cfg.PointsDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backlog drained", 3*time.Minute, func() (bool, error) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0, nil
+	})
+	t.Logf("second ingress drained the backlog in %v (ack wait %v); handled %v", time.Since(began).Round(time.Millisecond), e.cfg.AckWait, handledBy(regB))
+
+	for c := range custs {
+		st, err := e.rewards.Status(ctx, fmt.Sprintf("r-%d", c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Points != sums[c] || st.EventCount != perCustomer {
+			t.Errorf("r-%d: %d points, %d events; want %d, %d", c, st.Points, st.EventCount, sums[c], perCustomer)
+		}
+	}
+	if dl := e.deadLetters(); len(dl) != 0 {
+		t.Errorf("%d dead letters, want none; the first: %v", len(dl), dl[0].Headers())
 	}
 }
