@@ -43,15 +43,20 @@ func quietLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
+// natsURL is $NATS_URL, else the local server.
+func natsURL() string {
+	if url := os.Getenv("NATS_URL"); url != "" {
+		return url
+	}
+	return nats.DefaultURL
+}
+
 // natsJetStream connects to the NATS server with JetStream, or skips the
 // test (fails it under REQUIRE_SERVICES).
 func natsJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	testenv.Short(t, "NATS JetStream")
-	url := os.Getenv("NATS_URL")
-	if url == "" {
-		url = nats.DefaultURL
-	}
+	url := natsURL()
 	nc, err := nats.Connect(url, nats.Timeout(3*time.Second), nats.Name("entityflow ingest test"))
 	testenv.Require(t, "NATS at "+url, err)
 	t.Cleanup(nc.Close)
@@ -537,7 +542,7 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 	e.cfg.MaxPerCustomer = 8
 	ctx := background(t)
 
-	ncA, err := nats.Connect(nats.DefaultURL)
+	ncA, err := nats.Connect(natsURL())
 	if err != nil {
 		t.Fatal(err)
 	}
