@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"store"},
 	{"activities"},
 	{"internal"},
-	{"worker", "starter"},
+	{"worker", "starter", "ingest"},
 }
 
 func layerOf(rel string) (int, bool) {

@@ -1,0 +1,171 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// Defaults of Config.
+const (
+	DefaultPointsStream     = "REWARDS_POINTS"
+	DefaultPointsPrefix     = "rewards"
+	DefaultPointsDurable    = "ingest-points"
+	DefaultEventsStream     = "PLATFORM_EVENTS"
+	DefaultEventsPrefix     = "events"
+	DefaultEventsDurable    = "ingest-events"
+	DefaultDeadLetterStream = "INGEST_DEAD_LETTERS"
+	DefaultDeadLetterPrefix = "ingest.dead"
+)
+
+// Config is what the ingress consumes and how. The zero value of a field
+// takes its default (withDefaults); a stream name "off" turns its source off.
+type Config struct {
+	// PointsStream holds point events on {PointsPrefix}.{tenant}.{customer}.points,
+	// consumed by the durable PointsDurable.
+	PointsStream, PointsPrefix, PointsDurable string
+	// EventsStream holds event envelopes on {EventsPrefix}.{tenant}[.more],
+	// consumed by the durable EventsDurable.
+	EventsStream, EventsPrefix, EventsDurable string
+	// DeadLetterStream receives what can never be applied, on
+	// {DeadLetterPrefix}.{original subject}.
+	DeadLetterStream, DeadLetterPrefix string
+
+	// StreamMaxAge is the retention of a points or events stream the
+	// ingress creates (default 7 days); DeadLetterMaxAge that of the
+	// dead-letter stream (default 30 days). Streams that exist are left as
+	// they are, but for subjects the ingress needs and they lack.
+	StreamMaxAge, DeadLetterMaxAge time.Duration
+	// StreamDuplicates is JetStream's duplicate window of the streams the
+	// ingress creates (0: JetStream's default, 2 minutes). The ingress does
+	// not rely on it: a redelivery is recognised by its dedup key.
+	StreamDuplicates time.Duration
+
+	// MaxAckPending bounds the messages delivered and not yet acked, per
+	// consumer (default 1000): the ingress's backpressure on the stream.
+	MaxAckPending int
+	// AckWait is the consumer's ack wait (default 30 s). Messages the
+	// ingress holds are kept alive (InProgress) every AckWait/3.
+	AckWait time.Duration
+	// Partitions is the number of workers; each customer (and each event)
+	// hashes to one, which handles its messages one at a time, in order
+	// (default 64).
+	Partitions int
+	// MaxPerCustomer bounds the messages of one customer the ingress holds
+	// at once (default 16), so that one busy customer cannot take all of
+	// MaxAckPending; beyond it the customer's messages are nacked, each
+	// for about the time until its turn (its place in the customer's line
+	// times the recent time to apply a message), at least DeferDelay
+	// (default 100 ms).
+	MaxPerCustomer int
+	DeferDelay     time.Duration
+	// Retry is how nacked messages back off and when an unexplained
+	// failure gives up (defaults: 1 s doubling to 1 min, 100 deliveries).
+	Retry RetryPolicy
+	// ProcessTimeout bounds the handling of one delivery (default 1 min);
+	// past it the message is nacked and retried.
+	ProcessTimeout time.Duration
+	// StopTimeout is how long messages in flight get to finish when the
+	// ingress stops (default 10 s); queued ones are nacked at once.
+	StopTimeout time.Duration
+	// LagInterval is how often the consumers' lag is read (default 5 s).
+	LagInterval time.Duration
+	// Tenants the ingress serves; empty means any valid tenant ID. A
+	// message of another tenant is dead-lettered (unknown-tenant).
+	Tenants []string
+}
+
+// Off is the stream name that turns a source off.
+const Off = "off"
+
+func (c Config) withDefaults() Config {
+	str := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	dur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	num := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	str(&c.PointsStream, DefaultPointsStream)
+	str(&c.PointsPrefix, DefaultPointsPrefix)
+	str(&c.PointsDurable, DefaultPointsDurable)
+	str(&c.EventsStream, DefaultEventsStream)
+	str(&c.EventsPrefix, DefaultEventsPrefix)
+	str(&c.EventsDurable, DefaultEventsDurable)
+	str(&c.DeadLetterStream, DefaultDeadLetterStream)
+	str(&c.DeadLetterPrefix, DefaultDeadLetterPrefix)
+	dur(&c.StreamMaxAge, 7*24*time.Hour)
+	dur(&c.DeadLetterMaxAge, 30*24*time.Hour)
+	num(&c.MaxAckPending, 1000)
+	dur(&c.AckWait, 30*time.Second)
+	num(&c.Partitions, 64)
+	num(&c.MaxPerCustomer, 16)
+	dur(&c.DeferDelay, 100*time.Millisecond)
+	dur(&c.Retry.Base, time.Second)
+	dur(&c.Retry.Max, time.Minute)
+	if c.Retry.MaxDeliveries == 0 {
+		c.Retry.MaxDeliveries = 100
+	}
+	dur(&c.ProcessTimeout, time.Minute)
+	dur(&c.StopTimeout, 10*time.Second)
+	dur(&c.LagInterval, 5*time.Second)
+	return c
+}
+
+// Validate checks a configuration with its defaults applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	for _, p := range []struct{ name, v string }{
+		{"points subject prefix", c.PointsPrefix}, {"events subject prefix", c.EventsPrefix}, {"dead-letter subject prefix", c.DeadLetterPrefix},
+	} {
+		if strings.ContainsAny(p.v, "*> \t") || strings.HasPrefix(p.v, ".") || strings.HasSuffix(p.v, ".") || strings.Contains(p.v, "..") {
+			errs = append(errs, fmt.Errorf("%s %q: want literal subject tokens separated by '.'", p.name, p.v))
+		}
+	}
+	for _, s := range []struct{ name, v string }{
+		{"points stream", c.PointsStream}, {"events stream", c.EventsStream}, {"dead-letter stream", c.DeadLetterStream},
+		{"points durable", c.PointsDurable}, {"events durable", c.EventsDurable},
+	} {
+		if strings.ContainsAny(s.v, ".*> \t") {
+			errs = append(errs, fmt.Errorf("%s %q: a JetStream name holds no '.', '*', '>' or white space", s.name, s.v))
+		}
+	}
+	if c.PointsStream == Off && c.EventsStream == Off {
+		errs = append(errs, errors.New("both sources are off: nothing to consume"))
+	}
+	if c.PointsStream != Off && c.PointsStream == c.EventsStream {
+		errs = append(errs, errors.New("points and events need streams of their own"))
+	}
+	prefixes := []string{c.DeadLetterPrefix}
+	if c.PointsStream != Off {
+		prefixes = append(prefixes, c.PointsPrefix)
+	}
+	if c.EventsStream != Off {
+		prefixes = append(prefixes, c.EventsPrefix)
+	}
+	for i, a := range prefixes {
+		for _, b := range prefixes[i+1:] {
+			if a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".") {
+				errs = append(errs, fmt.Errorf("subject prefixes %q and %q overlap", a, b))
+			}
+		}
+	}
+	for _, t := range c.Tenants {
+		if err := workflows.ValidateTenantID(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

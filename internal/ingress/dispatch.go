@@ -1,0 +1,461 @@
+package ingress
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers of a dead letter, beside the original message's own (whose Nats-*
+// headers are renamed Ingest-Original-*, so that JetStream does not act on
+// them again).
+const (
+	HeaderReason     = "Ingest-Reason"
+	HeaderError      = "Ingest-Error"
+	HeaderStream     = "Ingest-Stream"
+	HeaderSequence   = "Ingest-Sequence"
+	HeaderSubject    = "Ingest-Subject"
+	HeaderConsumer   = "Ingest-Consumer"
+	HeaderDeliveries = "Ingest-Deliveries"
+	HeaderDedupKey   = "Ingest-Dedup-Key"
+	HeaderDeadAt     = "Ingest-Dead-At"
+)
+
+// job is one delivery of a message on its way through the dispatcher.
+type job struct {
+	src  *source
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+	// key orders: the jobs of one key are handled one at a time, in the
+	// order they came (a customer's subject; an event's ID).
+	key      string
+	dedupKey string
+	// err is a Rejection found while preparing; apply is then nil.
+	err   error
+	apply func(ctx context.Context) (outcome string, err error)
+}
+
+// keyState is what the dispatcher knows of one key.
+type keyState struct {
+	// held counts the key's jobs queued or in flight.
+	held int
+	// backoff defers all the key's messages, queued ones too: an earlier
+	// one failed and is backing off until then.
+	backoff time.Time
+	// waiting holds the stream sequences of the key's messages nacked to
+	// keep order (deferred or backing off), each with the time it is due
+	// back. A message later than the earliest of them is nacked again
+	// when it arrives, so that none overtakes it, whatever order
+	// JetStream's redelivery timers bring them back in.
+	waiting map[uint64]time.Time
+}
+
+// idle reports whether the key can be forgotten.
+func (ks *keyState) idle(now time.Time) bool {
+	return ks.held <= 0 && !now.Before(ks.backoff) && len(ks.waiting) == 0
+}
+
+// firstWaiting returns the earliest sequence the key waits for and when it
+// is due back, and how many waiting messages come before seq. An entry long
+// overdue (the message was acked elsewhere, or deleted from the stream) is
+// given up after grace.
+func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
+	for s, at := range ks.waiting {
+		if now.After(at.Add(grace)) {
+			delete(ks.waiting, s)
+			continue
+		}
+		if s < seq {
+			ahead++
+		}
+		if !ok || s < first {
+			first, due, ok = s, at, true
+		}
+	}
+	return first, due, ahead, ok
+}
+
+// wait records that the message seq was nacked for delay.
+func (ks *keyState) wait(seq uint64, now time.Time, delay time.Duration) {
+	if ks.waiting == nil {
+		ks.waiting = map[uint64]time.Time{}
+	}
+	ks.waiting[seq] = now.Add(delay)
+}
+
+// dispatcher hands jobs to partitions by key, bounds what it holds per
+// key, keeps held messages alive and settles each job (ack, nak, dead letter).
+type dispatcher struct {
+	in    *Ingress
+	cfg   Config
+	parts []chan *job
+	quit  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+	jobs map[*job]struct{}
+	// avgApply is a moving average of the time to apply a message.
+	avgApply time.Duration
+}
+
+// applyTime returns the recent time to apply a message; d.mu is held.
+func (d *dispatcher) applyTime() time.Duration {
+	if d.avgApply <= 0 {
+		return 20 * time.Millisecond
+	}
+	return d.avgApply
+}
+
+// observeApply adds one message's apply time to the moving average.
+func (d *dispatcher) observeApply(took time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.avgApply <= 0 {
+		d.avgApply = took
+		return
+	}
+	d.avgApply += (took - d.avgApply) / 16
+}
+
+func newDispatcher(in *Ingress, cfg Config) *dispatcher {
+	d := &dispatcher{in: in, cfg: cfg, quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}}
+	d.parts = make([]chan *job, cfg.Partitions)
+	for i := range d.parts {
+		d.parts[i] = make(chan *job, cfg.MaxAckPending)
+	}
+	return d
+}
+
+// start runs the partitions' workers and the keep-alive loop on ctx, which
+// bounds the handling of messages in flight.
+func (d *dispatcher) start(ctx context.Context) {
+	for _, ch := range d.parts {
+		d.wg.Go(func() { d.work(ctx, ch) })
+	}
+	d.wg.Go(func() { d.keepAlive(ctx) })
+}
+
+func (d *dispatcher) closeQuit() { d.once.Do(func() { close(d.quit) }) }
+
+// stop makes the workers nack what is queued and waits for those in flight,
+// at most timeout, after which cancel ends their handling (and they nack).
+func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
+	d.closeQuit()
+	t := time.AfterFunc(timeout, cancel)
+	defer t.Stop()
+	d.wg.Wait()
+}
+
+func (d *dispatcher) stopping() bool {
+	select {
+	case <-d.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// partition returns the index of key's partition.
+func partition(key string, n int) int {
+	return int(xxhash.Sum64String(key) % uint64(n))
+}
+
+// minOrderDelay is the least delay of a message nacked behind an earlier
+// one of its key, which is due back about now.
+const minOrderDelay = 50 * time.Millisecond
+
+// waitGrace is how long past its due time a nacked message is waited for
+// before its key stops holding later messages back for it.
+func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
+
+// submit takes a job from a consumer: nacked at once when its key is
+// deferred, when an earlier message of its key is still to come back, or
+// when the key is at MaxPerCustomer; queued on its partition otherwise.
+func (d *dispatcher) submit(j *job) {
+	if d.stopping() {
+		d.nak(j, 0, "shutdown")
+		return
+	}
+	now := time.Now()
+	seq := j.meta.Sequence.Stream
+	d.mu.Lock()
+	ks := d.keys[j.key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[j.key] = ks
+	}
+	// Nacked, a message comes back after about the time until its turn:
+	// the messages ahead of it in the key's line (held, and waiting with
+	// smaller sequences) times the recent time to apply one.
+	delay := time.Duration(0)
+	first, due, ahead, waiting := ks.firstWaiting(now, d.waitGrace(), seq)
+	turn := time.Duration(ks.held+ahead-d.cfg.MaxPerCustomer+1) * d.applyTime()
+	switch {
+	case waiting && seq > first:
+		delay = max(due.Sub(now)+minOrderDelay, turn, minOrderDelay)
+	case now.Before(ks.backoff):
+		delay = ks.backoff.Sub(now)
+	case ks.held >= d.cfg.MaxPerCustomer:
+		delay = max(turn, d.cfg.DeferDelay)
+	}
+	if waiting && seq == first && delay == 0 {
+		delete(ks.waiting, seq) // back, and its turn
+	}
+	if delay > 0 {
+		ks.wait(seq, now, delay)
+		d.mu.Unlock()
+		d.nak(j, delay, "deferred")
+		return
+	}
+	ks.held++
+	d.jobs[j] = struct{}{}
+	d.mu.Unlock()
+	d.in.Metrics.held.Inc()
+	select {
+	case d.parts[partition(j.key, len(d.parts))] <- j:
+	case <-d.quit:
+		d.nak(j, 0, "shutdown")
+		d.release(j)
+	}
+}
+
+// release forgets a settled job.
+func (d *dispatcher) release(j *job) {
+	d.mu.Lock()
+	delete(d.jobs, j)
+	if ks := d.keys[j.key]; ks != nil {
+		ks.held--
+		if ks.idle(time.Now()) {
+			delete(d.keys, j.key)
+		}
+	}
+	d.mu.Unlock()
+	d.in.Metrics.held.Dec()
+}
+
+// backingOff reports how long j's key still backs off after a failure, if
+// it does; j is then recorded as waiting, to be nacked for that long.
+func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if ks := d.keys[j.key]; ks != nil {
+		if left := ks.backoff.Sub(now); left > 0 {
+			ks.wait(j.meta.Sequence.Stream, now, left)
+			return left, true
+		}
+	}
+	return 0, false
+}
+
+// backOff defers all of j's key's messages for delay (or longer, if it
+// already is), after j failed; j is recorded as waiting.
+func (d *dispatcher) backOff(j *job, delay time.Duration) {
+	if delay <= 0 {
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ks := d.keys[j.key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[j.key] = ks
+	}
+	if until := now.Add(delay); until.After(ks.backoff) {
+		ks.backoff = until
+	}
+	ks.wait(j.meta.Sequence.Stream, now, delay)
+}
+
+// work is one partition's worker: its jobs one at a time, in order.
+func (d *dispatcher) work(ctx context.Context, ch chan *job) {
+	for {
+		if d.stopping() {
+			for {
+				select {
+				case j := <-ch:
+					d.nak(j, 0, "shutdown")
+					d.release(j)
+				default:
+					return
+				}
+			}
+		}
+		select {
+		case j := <-ch:
+			d.handle(ctx, j)
+			d.release(j)
+		case <-d.quit:
+		}
+	}
+}
+
+// handle settles one job: applies it, then acks, nacks or dead-letters it
+// as Decide says.
+func (d *dispatcher) handle(ctx context.Context, j *job) {
+	if left, ok := d.backingOff(j); ok {
+		// An earlier message of the key is backing off: this one follows it.
+		d.nak(j, left, "deferred")
+		return
+	}
+	err := j.err
+	outcome := ""
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.ProcessTimeout)
+		began := time.Now()
+		outcome, err = j.apply(pctx)
+		cancel()
+		if err == nil {
+			d.observeApply(time.Since(began))
+		}
+	}
+	dec := Decide(err, j.meta.NumDelivered, d.cfg.Retry)
+	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
+		"deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)
+	switch dec.Action {
+	case Ack:
+		d.ack(j, outcome)
+	case Retry:
+		reason, delay := dec.Reason, dec.Delay
+		if ctx.Err() != nil {
+			reason, delay = "shutdown", 0
+		}
+		if reason == "unexplained" {
+			log.Warn("ingress: unexplained failure; retrying", "retry_in", delay, "error", err)
+		} else {
+			log.Info("ingress: retrying", "reason", reason, "retry_in", delay, "error", err)
+		}
+		d.backOff(j, delay)
+		d.nak(j, delay, reason)
+	case DeadLetter:
+		if perr := d.deadLetter(ctx, j, dec.Reason, err); perr != nil {
+			delay := d.cfg.Retry.Delay(j.meta.NumDelivered)
+			log.Warn("ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
+			d.backOff(j, delay)
+			d.nak(j, delay, "transient")
+			return
+		}
+		log.Warn("ingress: dead-lettered", "reason", dec.Reason, "error", err)
+		d.in.Metrics.deadLettered.WithLabelValues(j.src.name, dec.Reason).Inc()
+		d.ack(j, OutcomeDeadLettered)
+	}
+}
+
+// ack acks j and waits for JetStream to confirm it. A lost ack makes
+// JetStream deliver the message again, which its dedup key then answers.
+func (d *dispatcher) ack(j *job, outcome string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.msg.DoubleAck(ctx); err != nil {
+		d.in.Logger.Warn("ingress: ack not confirmed; the message may come again (and count as a duplicate)",
+			"subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream, "error", err)
+		return
+	}
+	d.in.Metrics.handled.WithLabelValues(j.src.name, outcome).Inc()
+	d.in.Metrics.lag.WithLabelValues(j.src.name).Observe(time.Since(j.meta.Timestamp).Seconds())
+}
+
+// nak hands j back to JetStream for delivery after delay.
+func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
+	var err error
+	if delay > 0 {
+		err = j.msg.NakWithDelay(delay)
+	} else {
+		err = j.msg.Nak()
+	}
+	if err != nil {
+		d.in.Logger.Debug("ingress: nak failed; the message comes again after the ack wait", "subject", j.msg.Subject(), "error", err)
+	}
+	d.in.Metrics.retried.WithLabelValues(j.src.name, reason).Inc()
+}
+
+// deadLetter publishes j to the dead-letter stream, on
+// {DeadLetterPrefix}.{subject}, with its body, its headers (Nats-* ones
+// renamed Ingest-Original-*) and the reason. Its Nats-Msg-Id is derived from
+// the original's stream and sequence, so that a second try (after a crash
+// between publish and ack) is dropped by the dead-letter stream's duplicate
+// window.
+func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, cause error) error {
+	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.msg.Subject())
+	m.Data = j.msg.Data()
+	for k, vs := range j.msg.Headers() {
+		if strings.HasPrefix(k, "Nats-") {
+			k = "Ingest-Original-" + strings.TrimPrefix(k, "Nats-")
+		}
+		m.Header[k] = append([]string(nil), vs...)
+	}
+	seq := strconv.FormatUint(j.meta.Sequence.Stream, 10)
+	m.Header.Set(HeaderReason, reason)
+	if cause != nil {
+		m.Header.Set(HeaderError, headerValue(cause.Error()))
+	}
+	m.Header.Set(HeaderStream, j.meta.Stream)
+	m.Header.Set(HeaderSequence, seq)
+	m.Header.Set(HeaderSubject, j.msg.Subject())
+	m.Header.Set(HeaderConsumer, j.meta.Consumer)
+	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
+	if j.dedupKey != "" {
+		m.Header.Set(HeaderDedupKey, headerValue(j.dedupKey))
+	}
+	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339))
+	m.Header.Set(nats.MsgIdHdr, "dead:"+j.meta.Stream+":"+seq)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := d.in.JS.PublishMsg(pctx, m, jetstream.WithExpectStream(d.cfg.DeadLetterStream))
+	return err
+}
+
+// headerValue makes s a header value: one line, at most 1 KiB.
+func headerValue(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 1024 {
+		s = s[:1021] + "..."
+	}
+	return s
+}
+
+// keepAlive tells JetStream every AckWait/3 that the held messages are
+// being worked on, so that none is redelivered while it waits its turn.
+func (d *dispatcher) keepAlive(ctx context.Context) {
+	t := time.NewTicker(d.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.quit:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		held := make([]*job, 0, len(d.jobs))
+		for j := range d.jobs {
+			held = append(held, j)
+		}
+		now := time.Now()
+		for k, ks := range d.keys {
+			ks.firstWaiting(now, d.waitGrace(), 0) // drops what is long overdue
+			if ks.idle(now) {
+				delete(d.keys, k)
+			}
+		}
+		d.mu.Unlock()
+		for _, j := range held {
+			_ = j.msg.InProgress()
+		}
+	}
+}

@@ -1,0 +1,399 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.temporal.io/api/serviceerror"
+)
+
+// fakeMsg is a delivered message that records how it was settled.
+type fakeMsg struct {
+	subject string
+	data    []byte
+	header  nats.Header
+	meta    jetstream.MsgMetadata
+
+	mu       sync.Mutex
+	settled  string // "ack", "nak"
+	nakDelay time.Duration
+	progress int
+}
+
+func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) { return &m.meta, nil }
+func (m *fakeMsg) Data() []byte                              { return m.data }
+func (m *fakeMsg) Headers() nats.Header                      { return m.header }
+func (m *fakeMsg) Subject() string                           { return m.subject }
+func (m *fakeMsg) Reply() string                             { return "" }
+func (m *fakeMsg) settle(how string, delay time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.settled != "" {
+		return fmt.Errorf("settled twice: %s then %s", m.settled, how)
+	}
+	m.settled, m.nakDelay = how, delay
+	return nil
+}
+func (m *fakeMsg) Ack() error                         { return m.settle("ack", 0) }
+func (m *fakeMsg) DoubleAck(context.Context) error    { return m.settle("ack", 0) }
+func (m *fakeMsg) Nak() error                         { return m.settle("nak", 0) }
+func (m *fakeMsg) NakWithDelay(d time.Duration) error { return m.settle("nak", d) }
+func (m *fakeMsg) Term() error                        { return m.settle("term", 0) }
+func (m *fakeMsg) TermWithReason(string) error        { return m.settle("term", 0) }
+func (m *fakeMsg) InProgress() error                  { m.mu.Lock(); m.progress++; m.mu.Unlock(); return nil }
+func (m *fakeMsg) state() (string, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.settled, m.nakDelay
+}
+func (m *fakeMsg) inProgress() int { m.mu.Lock(); defer m.mu.Unlock(); return m.progress }
+func (m *fakeMsg) String() string {
+	s, d := m.state()
+	return fmt.Sprintf("%s#%d:%s/%v", m.subject, m.meta.Sequence.Stream, s, d)
+}
+func newFakeMsg(subject string, seq uint64) *fakeMsg {
+	return &fakeMsg{subject: subject, header: nats.Header{}, meta: jetstream.MsgMetadata{
+		Stream: "S", Consumer: "C", NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: seq}, Timestamp: time.Now(),
+	}}
+}
+
+// fakeJS records dead letters; the rest of jetstream.JetStream is not used.
+type fakeJS struct {
+	jetstream.JetStream
+	mu        sync.Mutex
+	published []*nats.Msg
+	fail      error
+}
+
+func (f *fakeJS) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	f.published = append(f.published, m)
+	return &jetstream.PubAck{}, nil
+}
+
+type harness struct {
+	t   *testing.T
+	d   *dispatcher
+	js  *fakeJS
+	src *source
+	in  *Ingress
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	cfg = cfg.withDefaults()
+	js := &fakeJS{}
+	in := &Ingress{JS: js, Metrics: NewMetrics(nil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := newDispatcher(in, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.start(ctx)
+	t.Cleanup(func() { d.stop(time.Second, cancel) })
+	return &harness{t: t, d: d, js: js, in: in, src: &source{name: SourcePoints}}
+}
+
+// submit hands the dispatcher a message of key whose handling is apply.
+func (h *harness) submit(m *fakeMsg, key string, apply func(context.Context) (string, error)) {
+	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: key, apply: apply})
+}
+
+func waitSettled(t *testing.T, msgs ...*fakeMsg) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, m := range msgs {
+		for {
+			if s, _ := m.state(); s != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v never settled", m)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// A key's messages are handled one at a time in the order they came; keys
+// run in parallel; every message is acked once.
+func TestDispatcherOrdersPerKey(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 4, MaxPerCustomer: 100})
+	var mu sync.Mutex
+	seen := map[string][]uint64{}
+	inFlight := map[string]int{}
+	var overlap, parallel atomic.Int32
+	var running atomic.Int32
+	var msgs []*fakeMsg
+	for i := range 30 {
+		for k := range 8 {
+			key := fmt.Sprintf("k%d", k)
+			m := newFakeMsg(key, uint64(i))
+			msgs = append(msgs, m)
+			h.submit(m, key, func(context.Context) (string, error) {
+				mu.Lock()
+				inFlight[key]++
+				if inFlight[key] > 1 {
+					overlap.Add(1)
+				}
+				mu.Unlock()
+				if running.Add(1) > 1 {
+					parallel.Add(1)
+				}
+				time.Sleep(200 * time.Microsecond)
+				running.Add(-1)
+				mu.Lock()
+				inFlight[key]--
+				seen[key] = append(seen[key], m.meta.Sequence.Stream)
+				mu.Unlock()
+				return OutcomeApplied, nil
+			})
+		}
+	}
+	waitSettled(t, msgs...)
+	if overlap.Load() > 0 {
+		t.Errorf("a key had two messages in flight at once (%d times)", overlap.Load())
+	}
+	if parallel.Load() == 0 {
+		t.Errorf("keys never ran in parallel")
+	}
+	for key, seqs := range seen {
+		for i, s := range seqs {
+			if s != uint64(i) {
+				t.Fatalf("%s handled out of order: %v", key, seqs)
+			}
+		}
+	}
+	for _, m := range msgs {
+		if s, _ := m.state(); s != "ack" {
+			t.Fatalf("%v: want ack", m)
+		}
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.handled.WithLabelValues(SourcePoints, OutcomeApplied)); got != float64(len(msgs)) {
+		t.Errorf("handled{applied} = %v, want %d", got, len(msgs))
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.held); got != 0 {
+		t.Errorf("held = %v after all settled", got)
+	}
+}
+
+// Beyond MaxPerCustomer a key's messages are nacked with DeferDelay, and so
+// is any later one until then, while other keys go on.
+func TestDispatcherBoundsPerKey(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 2, MaxPerCustomer: 2, DeferDelay: 300 * time.Millisecond})
+	release := make(chan struct{})
+	blocked := func(ctx context.Context) (string, error) {
+		select {
+		case <-release:
+			return OutcomeApplied, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if partition("a", 2) == partition("d", 2) {
+		t.Fatal("the test needs keys a and d in different partitions")
+	}
+	a1, a2, a3 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("a", 3)
+	h.submit(a1, "a", blocked)
+	h.submit(a2, "a", blocked)
+	h.submit(a3, "a", blocked) // over the bound
+	waitSettled(t, a3)
+	if s, d := a3.state(); s != "nak" || d != 300*time.Millisecond {
+		t.Fatalf("a3: %s %v, want nak after the defer delay", s, d)
+	}
+	b1 := newFakeMsg("d", 1)
+	h.submit(b1, "d", func(context.Context) (string, error) { return OutcomeApplied, nil })
+	waitSettled(t, b1)
+	close(release)
+	waitSettled(t, a1, a2)
+	for _, m := range []*fakeMsg{a1, a2, b1} {
+		if s, _ := m.state(); s != "ack" {
+			t.Errorf("%v: want ack (held before the bound was reached, or another key)", m)
+		}
+	}
+	// Still deferred: a later message does not overtake the nacked a3.
+	a4 := newFakeMsg("a", 4)
+	h.submit(a4, "a", func(context.Context) (string, error) { return OutcomeApplied, nil })
+	waitSettled(t, a4)
+	if s, d := a4.state(); s != "nak" || d <= 0 || d > 300*time.Millisecond+minOrderDelay {
+		t.Fatalf("a4: %s %v, want nak until just after a3 is due back", s, d)
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.retried.WithLabelValues(SourcePoints, "deferred")); got != 2 {
+		t.Errorf("retried{deferred} = %v, want 2", got)
+	}
+}
+
+// A transient failure nacks with backoff and defers its key, so the key's
+// next message (already queued) is nacked behind it; other keys go on.
+func TestDispatcherTransientFailureDefersKey(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 1, Retry: RetryPolicy{Base: 2 * time.Second}})
+	gate := make(chan struct{})
+	a1, a2, b1 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("b", 1)
+	a1.meta.NumDelivered = 2
+	h.submit(a1, "a", func(context.Context) (string, error) {
+		<-gate
+		return "", serviceerror.NewUnavailable("server down")
+	})
+	applied := false
+	h.submit(a2, "a", func(context.Context) (string, error) { applied = true; return OutcomeApplied, nil })
+	h.submit(b1, "b", func(context.Context) (string, error) { return OutcomeApplied, nil })
+	close(gate)
+	waitSettled(t, a1, a2, b1)
+	if s, d := a1.state(); s != "nak" || d != 4*time.Second {
+		t.Errorf("a1: %s %v, want nak after 4s (second delivery)", s, d)
+	}
+	if s, d := a2.state(); s != "nak" || d <= 3*time.Second || applied {
+		t.Errorf("a2: %s %v (applied %v), want nak behind a1, not applied", s, d, applied)
+	}
+	if s, _ := b1.state(); s != "ack" {
+		t.Errorf("b1: %s, want ack", s)
+	}
+}
+
+// A message that can never apply is published to the dead-letter stream
+// with its reason and original coordinates, then acked; when the publish
+// fails it is nacked instead, never acked unrecorded.
+func TestDispatcherDeadLetters(t *testing.T) {
+	h := newHarness(t, Config{})
+	m := newFakeMsg("rewards.t-1.c-1.points", 7)
+	m.data = []byte(`{"points": "x"}`)
+	m.header.Set(nats.MsgIdHdr, "producer-1")
+	m.header.Set("Trace", "abc")
+	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: "k", dedupKey: "producer-1",
+		err: reject(ReasonInvalidPayload, errors.New("points must be an integer\nsecond line"))})
+	waitSettled(t, m)
+	if s, _ := m.state(); s != "ack" {
+		t.Fatalf("dead letter: %s, want ack", s)
+	}
+	if len(h.js.published) != 1 {
+		t.Fatalf("published %d dead letters, want 1", len(h.js.published))
+	}
+	dl := h.js.published[0]
+	want := map[string]string{
+		"Subject": "ingest.dead.rewards.t-1.c-1.points", HeaderReason: ReasonInvalidPayload, HeaderStream: "S", HeaderSequence: "7",
+		HeaderSubject: "rewards.t-1.c-1.points", HeaderDedupKey: "producer-1", "Ingest-Original-Msg-Id": "producer-1",
+		nats.MsgIdHdr: "dead:S:7", "Trace": "abc", HeaderError: "invalid-payload: points must be an integer second line",
+	}
+	for k, v := range want {
+		got := dl.Header.Get(k)
+		if k == "Subject" {
+			got = dl.Subject
+		}
+		if got != v {
+			t.Errorf("dead letter %s = %q, want %q", k, got, v)
+		}
+	}
+	if string(dl.Data) != `{"points": "x"}` {
+		t.Errorf("dead letter body %q", dl.Data)
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.deadLettered.WithLabelValues(SourcePoints, ReasonInvalidPayload)); got != 1 {
+		t.Errorf("dead_lettered{invalid-payload} = %v", got)
+	}
+
+	h.js.fail = errors.New("no responders")
+	m2 := newFakeMsg("x", 8)
+	h.d.submit(&job{src: h.src, msg: m2, meta: &m2.meta, key: "k2", err: reject(ReasonUnknownTenant, errors.New("t"))})
+	waitSettled(t, m2)
+	if s, d := m2.state(); s != "nak" || d <= 0 {
+		t.Errorf("dead letter not published: %s %v, want nak with backoff", s, d)
+	}
+}
+
+// Messages held while their turn comes are kept alive with InProgress.
+func TestDispatcherKeepsHeldMessagesAlive(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 1, AckWait: 30 * time.Millisecond})
+	release := make(chan struct{})
+	a1, a2 := newFakeMsg("a", 1), newFakeMsg("a", 2)
+	h.submit(a1, "a", func(context.Context) (string, error) { <-release; return OutcomeApplied, nil })
+	h.submit(a2, "a", func(context.Context) (string, error) { return OutcomeApplied, nil })
+	time.Sleep(100 * time.Millisecond)
+	if a1.inProgress() == 0 || a2.inProgress() == 0 {
+		t.Errorf("InProgress sent %d and %d times, want both kept alive", a1.inProgress(), a2.inProgress())
+	}
+	close(release)
+	waitSettled(t, a1, a2)
+}
+
+// Stopping nacks the queued messages at once for another consumer.
+func TestDispatcherStopNacksQueued(t *testing.T) {
+	cfg := Config{Partitions: 1}.withDefaults()
+	in := &Ingress{JS: &fakeJS{}, Metrics: NewMetrics(nil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := newDispatcher(in, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.start(ctx)
+	started := make(chan struct{})
+	src := &source{name: SourcePoints}
+	a1, a2 := newFakeMsg("a", 1), newFakeMsg("a", 2)
+	d.submit(&job{src: src, msg: a1, meta: &a1.meta, key: "a", apply: func(ctx context.Context) (string, error) {
+		close(started)
+		time.Sleep(50 * time.Millisecond)
+		return OutcomeApplied, nil
+	}})
+	d.submit(&job{src: src, msg: a2, meta: &a2.meta, key: "a", apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})
+	<-started
+	d.stop(time.Second, cancel)
+	if s, _ := a1.state(); s != "ack" {
+		t.Errorf("in flight at stop: %s, want it finished and acked", s)
+	}
+	if s, d := a2.state(); s != "nak" || d != 0 {
+		t.Errorf("queued at stop: %s %v, want nak at once", s, d)
+	}
+}
+
+// A message nacked to keep order holds back every later message of its key,
+// also after the defer delay, until it has come back itself: JetStream's
+// redelivery timers do not promise to bring messages back in order.
+func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 1, MaxPerCustomer: 1, DeferDelay: 20 * time.Millisecond})
+	release := make(chan struct{})
+	var order []uint64
+	var mu sync.Mutex
+	applied := func(m *fakeMsg) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			order = append(order, m.meta.Sequence.Stream)
+			mu.Unlock()
+			return OutcomeApplied, nil
+		}
+	}
+	a1 := newFakeMsg("a", 1)
+	h.submit(a1, "a", func(context.Context) (string, error) { <-release; return applied(a1)(context.Background()) })
+	a2 := newFakeMsg("a", 2)
+	h.submit(a2, "a", applied(a2)) // over the bound: deferred
+	waitSettled(t, a2)
+	close(release)
+	waitSettled(t, a1)
+	time.Sleep(100 * time.Millisecond) // the defer delay is over, a2 not yet back
+	a3 := newFakeMsg("a", 3)
+	h.submit(a3, "a", applied(a3))
+	waitSettled(t, a3)
+	if s, d := a3.state(); s != "nak" || d < minOrderDelay {
+		t.Fatalf("a3 overtook a2: %s %v", s, d)
+	}
+	a2again, a3again := newFakeMsg("a", 2), newFakeMsg("a", 3)
+	a2again.meta.NumDelivered, a3again.meta.NumDelivered = 2, 2
+	h.submit(a2again, "a", applied(a2again))
+	waitSettled(t, a2again)
+	h.submit(a3again, "a", applied(a3again))
+	waitSettled(t, a3again)
+	for _, m := range []*fakeMsg{a2again, a3again} {
+		if s, _ := m.state(); s != "ack" {
+			t.Errorf("%v: want ack once its turn came", m)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(order) != "[1 2 3]" {
+		t.Errorf("applied in order %v, want [1 2 3]", order)
+	}
+}
