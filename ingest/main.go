@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -34,10 +32,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/entityflow/entityflow/internal/backoff"
 	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/metricsendpoint"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/sdkmetrics"
@@ -176,7 +174,7 @@ func run() error {
 		r := prometheus.NewRegistry()
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		opts.MetricsHandler = sdkmetrics.NewHandler(r)
-		stopMetrics, err := serveMetrics(cfg.metricsAddr, r, logger)
+		stopMetrics, err := metricsendpoint.Serve(cfg.metricsAddr, "INGEST_METRICS_ADDR", r, logger)
 		if err != nil {
 			return err
 		}
@@ -234,23 +232,4 @@ func connectNATS(ctx context.Context, url string, logger *slog.Logger) (*nats.Co
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
 	return nc, nil
-}
-
-// serveMetrics serves reg on http://addr/metrics until the returned stop is
-// called.
-func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics endpoint on %s: %w (set INGEST_METRICS_ADDR, or off)", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics endpoint stopped", "error", err)
-		}
-	}()
-	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = srv.Close() }, nil
 }

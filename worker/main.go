@@ -29,8 +29,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -42,11 +40,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/metricsendpoint"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/internal/sdkmetrics"
@@ -211,7 +209,7 @@ func run() error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		opts.MetricsHandler = sdkmetrics.NewHandler(reg)
-		stopMetrics, err := serveMetrics(cfg.metricsAddr, reg, logger)
+		stopMetrics, err := metricsendpoint.Serve(cfg.metricsAddr, "METRICS_ADDR", reg, logger)
 		if err != nil {
 			return err
 		}
@@ -323,23 +321,4 @@ func envInt(getenv func(string) string, key string, fallback int) (int, error) {
 		return 0, fmt.Errorf("%s=%q: want a whole number", key, v)
 	}
 	return n, nil
-}
-
-// serveMetrics serves reg on http://addr/metrics until the returned stop is
-// called.
-func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics endpoint on %s: %w (set METRICS_ADDR, or off)", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics endpoint stopped", "error", err)
-		}
-	}()
-	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = srv.Close() }, nil
 }
