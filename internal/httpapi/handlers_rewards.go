@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
@@ -45,7 +46,7 @@ func (s *Server) applyPoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ev workflows.PointEvent
-	if err := decodeStrict(body, &ev); err != nil {
+	if err := contracts.DecodeObject(body, &ev); err != nil {
 		invalid(w, err)
 		return
 	}

@@ -19,9 +19,7 @@
 package ingress
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -266,7 +264,7 @@ func (in *Ingress) preparePoint(cfg Config, j *job) {
 		return
 	}
 	var ev workflows.PointEvent
-	if err := decodeStrict(j.msg.Data(), &ev); err != nil {
+	if err := contracts.DecodeObject(j.msg.Data(), &ev); err != nil {
 		j.err = reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
 		return
 	}
@@ -341,20 +339,6 @@ func knownTenant(cfg Config, tenant string) bool {
 	return slices.ContainsFunc(cfg.Tenants, func(t string) bool {
 		return workflows.TenantOrDefault(t) == workflows.TenantOrDefault(tenant)
 	})
-}
-
-// decodeStrict reads one JSON object into v, refusing unknown fields and
-// trailing data (as the HTTP API does).
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("data after the JSON object")
-	}
-	return nil
 }
 
 // pollLag reads the consumer's lag every LagInterval.
