@@ -65,7 +65,7 @@ $(BIN)/temporal-schema: $(CLUSTER_MODULE)/go.mod
 TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))
 
 build:
-	$(GO) build -o $(BIN)/ ./worker ./starter ./ingest ./internal/cmd/devrun ./internal/cmd/cluster
+	$(GO) build -o $(BIN)/ ./worker ./starter ./internal/cmd/devrun ./internal/cmd/cluster
 
 # Starts a local Temporal dev server (state in data/, Web UI on 127.0.0.1:8233)
 # unless TEMPORAL_ADDRESS names one, the worker, and a demo; Ctrl-C stops all.

@@ -20,6 +20,17 @@
 // of the rewards entity that new runs take (workflows.RewardsReleaseCap): the
 // first phase of a two-phase rollout without versioning, and the way to run
 // the previous release from this binary.
+//
+// Ingress. With -ingest (env INGEST_ENABLED) the worker also consumes point
+// events and event envelopes from NATS JetStream (NATS_URL) and delivers them
+// to the rewards entities and the activity platform with exactly-once effect
+// (internal/ingress): point events on rewards.{tenant}.{customer}.points
+// (stream REWARDS_POINTS), envelopes on events.{tenant}[.more] (stream
+// PLATFORM_EVENTS), what can never be applied to ingest.dead.{subject}
+// (stream INGEST_DEAD_LETTERS) with the reason in its headers. Its metrics
+// (ingest_*) are on the worker's /metrics. With -task-queues none the
+// process is an ingress only. On shutdown the ingress stops first: queued
+// messages are nacked, those in flight get -ingest-stop-timeout.
 package main
 
 import (
@@ -71,6 +82,24 @@ type config struct {
 	version worker.WorkerDeploymentVersion
 	// rewardsRelease is the newest release of RewardsWorkflow new runs take.
 	rewardsRelease int
+	// ingest is the JetStream ingress, when enabled.
+	ingest ingestConfig
+}
+
+// noQueues is the -task-queues value of a process that polls no task queue
+// (an ingress only).
+const noQueues = "none"
+
+// taskQueues returns the task queues to poll.
+func (c config) taskQueues() []string {
+	if strings.TrimSpace(c.queues) == noQueues {
+		return nil
+	}
+	queues := strings.Split(c.queues, ",")
+	for i, q := range queues {
+		queues[i] = strings.TrimSpace(q)
+	}
+	return queues
 }
 
 // versioned reports whether the workers run under Worker Deployment Versioning.
@@ -98,7 +127,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.StringVar(&c.address, "address", getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")")
 	fs.StringVar(&c.namespace, "namespace", getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)")
-	fs.StringVar(&c.queues, "task-queues", envOr("TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll (env TASK_QUEUES)")
+	fs.StringVar(&c.queues, "task-queues", envOr("TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll, or none (with -ingest: an ingress only) (env TASK_QUEUES)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
@@ -107,11 +136,18 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.version.DeploymentName, "deployment-name", getenv("WORKER_DEPLOYMENT_NAME"), "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned (env WORKER_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.version.BuildID, "build-id", getenv("WORKER_BUILD_ID"), "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code (env WORKER_BUILD_ID)")
 	fs.IntVar(&c.rewardsRelease, "rewards-release", releaseDefault, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning) (env REWARDS_RELEASE)", workflows.RewardsRelease))
+	checkIngest := addIngestFlags(fs, getenv, &c.ingest)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := checkIngest(); err != nil {
+		return config{}, err
+	}
+	if c.taskQueues() == nil && !c.ingest.enabled {
+		return config{}, errors.New("-task-queues none (or TASK_QUEUES=none) leaves nothing to do without -ingest (or INGEST_ENABLED=true)")
 	}
 	if c.cacheSize < 1 {
 		return config{}, fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.cacheSize)
@@ -205,11 +241,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var reg prometheus.Registerer
 	if cfg.metricsAddr != "off" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		opts.MetricsHandler = sdkmetrics.NewHandler(reg)
-		stopMetrics, err := metricsendpoint.Serve(cfg.metricsAddr, "METRICS_ADDR", reg, logger)
+		r := prometheus.NewRegistry()
+		reg = r
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.MetricsHandler = sdkmetrics.NewHandler(r)
+		stopMetrics, err := metricsendpoint.Serve(cfg.metricsAddr, "METRICS_ADDR", r, logger)
 		if err != nil {
 			return err
 		}
@@ -227,10 +265,7 @@ func run() error {
 	}
 	defer st.Close()
 
-	queues := strings.Split(cfg.queues, ",")
-	for i, q := range queues {
-		queues[i] = strings.TrimSpace(q)
-	}
+	queues := cfg.taskQueues()
 	if cfg.versioned() {
 		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.version.DeploymentName, "build_id", cfg.version.BuildID)
 		if slices.Contains(queues, workflows.RewardsTaskQueue) {
@@ -252,10 +287,25 @@ func run() error {
 		version = cfg.version.DeploymentName + ":" + cfg.version.BuildID
 	}
 	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", cfg.queues,
-		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease)
-	<-ctx.Done()
-	logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
-	return nil
+		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease, "ingest", cfg.ingest.enabled)
+	if !cfg.ingest.enabled {
+		<-ctx.Done()
+		logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
+		return nil
+	}
+	// The ingress stops before the workers (deferred above), so that the
+	// updates it has in flight can still complete here.
+	ingressDone, err := startIngress(ctx, cfg.ingest, c, opts.DataConverter, st, reg, logger)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ingressDone: // it could not start
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: the ingress first, then no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
+	return <-ingressDone
 }
 
 // warnWithoutPinnedUpgrade logs a warning when the server is too old to tell

@@ -91,7 +91,7 @@ func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
 	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v, want flag.ErrHelp", err)
 	}
-	for _, env := range []string{"WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID", "REWARDS_RELEASE"} {
+	for _, env := range []string{"WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID", "REWARDS_RELEASE", "INGEST_ENABLED", "NATS_URL", "INGEST_TENANTS"} {
 		if !strings.Contains(out.String(), "(env "+env+")") {
 			t.Errorf("help does not name %s:\n%s", env, out.String())
 		}

@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"store"},
 	{"activities"},
 	{"internal"},
-	{"worker", "starter", "ingest"},
+	{"worker", "starter"},
 }
 
 func layerOf(rel string) (int, bool) {

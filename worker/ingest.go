@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/store"
+)
+
+// ingestConfig is what the flags ask of the JetStream ingress the worker
+// runs beside its task queues (-ingest).
+type ingestConfig struct {
+	enabled bool
+	natsURL string
+	ingress ingress.Config
+}
+
+// addIngestFlags defines the ingress's flags on fs, each over its INGEST_*
+// (or NATS_URL) environment variable read by getenv. The returned func
+// checks what was parsed; call it after fs.Parse.
+func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfig) func() error {
+	envOr := func(key, fallback string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return fallback
+	}
+	var envErrs []error
+	envNum := func(key string, fallback int) int {
+		n, err := envInt(getenv, key, fallback)
+		if err != nil {
+			envErrs = append(envErrs, err)
+		}
+		return n
+	}
+	envDuration := func(key string, fallback time.Duration) time.Duration {
+		v := getenv(key)
+		if v == "" {
+			return fallback
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("%s=%q: want a duration such as 30s", key, v))
+		}
+		return d
+	}
+	enabled := false
+	if v := getenv("INGEST_ENABLED"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("INGEST_ENABLED=%q: want true or false", v))
+		}
+		enabled = b
+	}
+	ic := &c.ingress
+	var tenants string
+	fs.BoolVar(&c.enabled, "ingest", enabled, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that (env INGEST_ENABLED)")
+	fs.StringVar(&c.natsURL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
+	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr("INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
+	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr("INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
+	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr("INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events (env INGEST_POINTS_DURABLE)")
+	fs.StringVar(&ic.EventsStream, "ingest-events-stream", envOr("INGEST_EVENTS_STREAM", ingress.DefaultEventsStream), "JetStream `stream` of event envelopes, or off (env INGEST_EVENTS_STREAM)")
+	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", envOr("INGEST_EVENTS_PREFIX", ingress.DefaultEventsPrefix), "subject `prefix` of event envelopes: {prefix}.{tenant}[.more] (env INGEST_EVENTS_PREFIX)")
+	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", envOr("INGEST_EVENTS_DURABLE", ingress.DefaultEventsDurable), "durable consumer `name` of event envelopes (env INGEST_EVENTS_DURABLE)")
+	fs.StringVar(&ic.DeadLetterStream, "ingest-dead-letter-stream", envOr("INGEST_DEAD_LETTER_STREAM", ingress.DefaultDeadLetterStream), "JetStream `stream` of dead letters (env INGEST_DEAD_LETTER_STREAM)")
+	fs.StringVar(&ic.DeadLetterPrefix, "ingest-dead-letter-prefix", envOr("INGEST_DEAD_LETTER_PREFIX", ingress.DefaultDeadLetterPrefix), "subject `prefix` of dead letters: {prefix}.{original subject} (env INGEST_DEAD_LETTER_PREFIX)")
+	fs.DurationVar(&ic.StreamDuplicates, "ingest-stream-duplicates", envDuration("INGEST_STREAM_DUPLICATES", 0), "JetStream's duplicate `window` of the streams the ingress creates; 0 for JetStream's 2 minutes; the ingress does not rely on it (env INGEST_STREAM_DUPLICATES)")
+	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", envNum("INGEST_MAX_ACK_PENDING", 1000), "messages delivered and not yet acked, per consumer (env INGEST_MAX_ACK_PENDING)")
+	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
+	fs.IntVar(&ic.Partitions, "ingest-partitions", envNum("INGEST_PARTITIONS", 64), "workers; a customer's messages go to one, one at a time, in order (env INGEST_PARTITIONS)")
+	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 16), "messages of one customer held at once; more are nacked until their turn (env INGEST_MAX_PER_CUSTOMER)")
+	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "deliveries after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
+	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
+	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
+	return func() error {
+		if err := errors.Join(envErrs...); err != nil {
+			return err
+		}
+		if !c.enabled {
+			return nil
+		}
+		for _, t := range strings.Split(tenants, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				ic.Tenants = append(ic.Tenants, t)
+			}
+		}
+		for _, n := range []struct {
+			name string
+			v    int
+		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-partitions", ic.Partitions}, {"-ingest-max-per-customer", ic.MaxPerCustomer}} {
+			if n.v < 1 {
+				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
+			}
+		}
+		if ic.Retry.MaxDeliveries < 0 {
+			return fmt.Errorf("-ingest-max-deliveries must be 0 (never give up) or more, not %d", ic.Retry.MaxDeliveries)
+		}
+		if ic.AckWait < time.Second {
+			return fmt.Errorf("-ingest-ack-wait must be at least 1s, not %v", ic.AckWait)
+		}
+		if ic.StreamDuplicates < 0 {
+			return fmt.Errorf("-ingest-stream-duplicates must not be negative, not %v", ic.StreamDuplicates)
+		}
+		return ic.Validate()
+	}
+}
+
+// startIngress connects to NATS (waiting until it answers) and runs the
+// ingress until ctx ends, its metrics on reg (nil: none). The returned
+// channel yields Run's result once it has stopped: an error if it could not
+// start, nil after a shutdown that nacked what was queued and gave the
+// messages in flight their StopTimeout.
+func startIngress(ctx context.Context, cfg ingestConfig, c client.Client, dc converter.DataConverter, st *store.Store, reg prometheus.Registerer, logger *slog.Logger) (<-chan error, error) {
+	nc, err := ingress.Connect(ctx, cfg.natsURL, "entityflow worker ingress", logger)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("JetStream on %s: %w", nc.ConnectedUrlRedacted(), err)
+	}
+	in := &ingress.Ingress{
+		Config: cfg.ingress, JS: js, Metrics: ingress.NewMetrics(reg), Logger: logger,
+		// A few quick tries in place (a customer's later messages wait
+		// behind them), then the message is nacked and backs off.
+		Rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: 2 * time.Second, AttemptTimeout: 15 * time.Second, Logger: logger},
+		Platform: &platform.Service{Store: st, Temporal: c, DataConverter: dc, Logger: logger},
+	}
+	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted())
+	done := make(chan error, 1)
+	go func() {
+		defer nc.Close()
+		done <- in.Run(ctx)
+	}()
+	return done, nil
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/entityflow/entityflow/internal/ingress"
+)
+
+func TestParseIngestConfig(t *testing.T) {
+	on := []string{"-ingest"}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    func(config) bool
+		wantErr string // a part of the error; empty: no error
+	}{
+		{name: "off by default", want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "defaults", args: on, want: func(c config) bool {
+			ic := c.ingest.ingress
+			return c.ingest.enabled && c.ingest.natsURL == "nats://127.0.0.1:4222" && len(c.taskQueues()) == 2 &&
+				ic.PointsStream == ingress.DefaultPointsStream && ic.PointsPrefix == "rewards" && ic.PointsDurable == "ingest-points" &&
+				ic.EventsStream == ingress.DefaultEventsStream && ic.EventsPrefix == "events" && ic.EventsDurable == "ingest-events" &&
+				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Partitions == 64 &&
+				ic.MaxPerCustomer == 16 && ic.Retry.MaxDeliveries == 100 && ic.AckWait == 30*time.Second &&
+				ic.StreamDuplicates == 0 && len(ic.Tenants) == 0
+		}},
+		{name: "environment", env: map[string]string{
+			"INGEST_ENABLED": "true", "NATS_URL": "nats://nats:4222", "INGEST_POINTS_STREAM": "P", "INGEST_POINTS_PREFIX": "acme.rewards",
+			"INGEST_MAX_ACK_PENDING": "50", "INGEST_ACK_WAIT": "1m", "INGEST_TENANTS": "t-1, default", "INGEST_EVENTS_STREAM": "off",
+			"INGEST_STREAM_DUPLICATES": "10m",
+		}, want: func(c config) bool {
+			ic := c.ingest.ingress
+			return c.ingest.enabled && c.ingest.natsURL == "nats://nats:4222" && ic.PointsStream == "P" && ic.PointsPrefix == "acme.rewards" &&
+				ic.MaxAckPending == 50 && ic.AckWait == time.Minute && slices.Equal(ic.Tenants, []string{"t-1", "default"}) &&
+				ic.EventsStream == ingress.Off && ic.StreamDuplicates == 10*time.Minute
+		}},
+		{name: "ingress only", args: []string{"-ingest", "-task-queues", "none"}, want: func(c config) bool {
+			return c.ingest.enabled && c.taskQueues() == nil
+		}},
+		{name: "flag over environment", args: []string{"-ingest", "-ingest-max-per-customer", "4", "-ingest-partitions", "8"}, env: map[string]string{"INGEST_MAX_PER_CUSTOMER": "32"}, want: func(c config) bool {
+			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Partitions == 8
+		}},
+		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == 0 }},
+		{name: "settings unchecked while off", args: []string{"-ingest-partitions", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "nothing to do", args: []string{"-task-queues", "none"}, wantErr: "nothing to do"},
+		{name: "bad switch in the environment", env: map[string]string{"INGEST_ENABLED": "yes please"}, wantErr: "INGEST_ENABLED"},
+		{name: "bad number in the environment", env: map[string]string{"INGEST_PARTITIONS": "many"}, wantErr: "INGEST_PARTITIONS"},
+		{name: "bad duration in the environment", env: map[string]string{"INGEST_ACK_WAIT": "30"}, wantErr: "INGEST_ACK_WAIT"},
+		{name: "no partitions", args: []string{"-ingest", "-ingest-partitions", "0"}, wantErr: "-ingest-partitions must be at least 1"},
+		{name: "ack wait too short", args: []string{"-ingest", "-ingest-ack-wait", "10ms"}, wantErr: "-ingest-ack-wait"},
+		{name: "negative duplicate window", args: []string{"-ingest", "-ingest-stream-duplicates", "-1s"}, wantErr: "-ingest-stream-duplicates"},
+		{name: "both sources off", args: []string{"-ingest", "-ingest-points-stream", "off", "-ingest-events-stream", "off"}, wantErr: "nothing to consume"},
+		{name: "one stream for both", args: []string{"-ingest", "-ingest-points-stream", "S", "-ingest-events-stream", "S"}, wantErr: "streams of their own"},
+		{name: "overlapping prefixes", args: []string{"-ingest", "-ingest-dead-letter-prefix", "rewards.dead"}, wantErr: "overlap"},
+		{name: "wildcard prefix", args: []string{"-ingest", "-ingest-points-prefix", "rewards.*"}, wantErr: "literal subject tokens"},
+		{name: "stream name with a dot", args: []string{"-ingest", "-ingest-points-stream", "a.b"}, wantErr: "JetStream name"},
+		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: "tenant_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			c, err := parseConfig(tt.args, getenv, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(c) {
+				t.Errorf("config %+v", c)
+			}
+		})
+	}
+}
