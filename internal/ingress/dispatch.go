@@ -49,11 +49,18 @@ type keyState struct {
 	// one failed and is backing off until then.
 	backoff time.Time
 	// waiting holds the stream sequences of the key's messages nacked to
-	// keep order (deferred or backing off), each with the time it is due
+	// keep order (deferred or backing off), and of those a predecessor on
+	// the durable left unacked (inherited), each with the time it is due
 	// back. A message later than the earliest of them is nacked again
 	// when it arrives, so that none overtakes it, whatever order
 	// JetStream's redelivery timers bring them back in.
-	waiting map[uint64]time.Time
+	waiting map[uint64]waitEntry
+}
+
+// waitEntry is a message a key waits for: due back at due, given up at
+// expire (it was acked elsewhere, or deleted from the stream).
+type waitEntry struct {
+	due, expire time.Time
 }
 
 // idle reports whether the key can be forgotten.
@@ -62,12 +69,11 @@ func (ks *keyState) idle(now time.Time) bool {
 }
 
 // firstWaiting returns the earliest sequence the key waits for and when it
-// is due back, and how many waiting messages come before seq. An entry long
-// overdue (the message was acked elsewhere, or deleted from the stream) is
-// given up after grace.
-func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
-	for s, at := range ks.waiting {
-		if now.After(at.Add(grace)) {
+// is due back, and how many waiting messages come before seq; it drops the
+// entries past their expiry.
+func (ks *keyState) firstWaiting(now time.Time, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
+	for s, w := range ks.waiting {
+		if now.After(w.expire) {
 			delete(ks.waiting, s)
 			continue
 		}
@@ -75,18 +81,29 @@ func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64)
 			ahead++
 		}
 		if !ok || s < first {
-			first, due, ok = s, at, true
+			first, due, ok = s, w.due, true
 		}
 	}
 	return first, due, ahead, ok
 }
 
-// wait records that the message seq was nacked for delay.
-func (ks *keyState) wait(seq uint64, now time.Time, delay time.Duration) {
+// wait records that the message seq is due back at due, and is given up
+// at expire.
+func (ks *keyState) wait(seq uint64, due, expire time.Time) {
 	if ks.waiting == nil {
-		ks.waiting = map[uint64]time.Time{}
+		ks.waiting = map[uint64]waitEntry{}
 	}
-	ks.waiting[seq] = now.Add(delay)
+	ks.waiting[seq] = waitEntry{due: due, expire: expire}
+}
+
+// forgetAcked drops the waiting entries at or below floor, the consumer's
+// ack floor: those messages were acked (by a predecessor, before it died).
+func (ks *keyState) forgetAcked(floor uint64) {
+	for s := range ks.waiting {
+		if s <= floor {
+			delete(ks.waiting, s)
+		}
+	}
 }
 
 // dispatcher hands jobs to partitions by key, bounds what it holds per
@@ -176,6 +193,51 @@ const minOrderDelay = 50 * time.Millisecond
 // before its key stops holding later messages back for it.
 func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
 
+// nacked records that j's message was nacked for delay: its key waits for it.
+func (d *dispatcher) nacked(ks *keyState, seq uint64, now time.Time, delay time.Duration) {
+	due := now.Add(delay)
+	ks.wait(seq, due, due.Add(d.waitGrace()))
+}
+
+// inheritGrace is how long past the ack wait a message a predecessor left
+// unacked is waited for: JetStream's redelivery timer is late by about a
+// second at most, and the message may have been acked after all (and the
+// consumer's ack floor not yet past it).
+const inheritGrace = 5 * time.Second
+
+// inherit records that the message seq of key was delivered to a
+// predecessor on the durable (a process that died or lost its connection)
+// and is not known to be acked: JetStream delivers it again within an ack
+// wait, and the key's later messages wait for it, so that a restart keeps
+// each customer's order.
+func (d *dispatcher) inherit(key string, seq uint64, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ks := d.keys[key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[key] = ks
+	}
+	due := now.Add(d.cfg.AckWait)
+	ks.wait(seq, due, due.Add(inheritGrace))
+}
+
+// ackFloor forgets what the keys of source wait for at or below floor, the
+// consumer's ack floor.
+func (d *dispatcher) ackFloor(source string, floor uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for k, ks := range d.keys {
+		if strings.HasPrefix(k, source+"/") {
+			ks.forgetAcked(floor)
+			if ks.idle(now) {
+				delete(d.keys, k)
+			}
+		}
+	}
+}
+
 // submit takes a job from a consumer: nacked at once when its key is
 // deferred, when an earlier message of its key is still to come back, or
 // when the key is at MaxPerCustomer; queued on its partition otherwise.
@@ -196,7 +258,7 @@ func (d *dispatcher) submit(j *job) {
 	// the messages ahead of it in the key's line (held, and waiting with
 	// smaller sequences) times the recent time to apply one.
 	delay := time.Duration(0)
-	first, due, ahead, waiting := ks.firstWaiting(now, d.waitGrace(), seq)
+	first, due, ahead, waiting := ks.firstWaiting(now, seq)
 	turn := time.Duration(ks.held+ahead-d.cfg.MaxPerCustomer+1) * d.applyTime()
 	switch {
 	case waiting && seq > first:
@@ -210,7 +272,7 @@ func (d *dispatcher) submit(j *job) {
 		delete(ks.waiting, seq) // back, and its turn
 	}
 	if delay > 0 {
-		ks.wait(seq, now, delay)
+		d.nacked(ks, seq, now, delay)
 		d.mu.Unlock()
 		d.nak(j, delay, "deferred")
 		return
@@ -249,7 +311,7 @@ func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	now := time.Now()
 	if ks := d.keys[j.key]; ks != nil {
 		if left := ks.backoff.Sub(now); left > 0 {
-			ks.wait(j.meta.Sequence.Stream, now, left)
+			d.nacked(ks, j.meta.Sequence.Stream, now, left)
 			return left, true
 		}
 	}
@@ -273,7 +335,7 @@ func (d *dispatcher) backOff(j *job, delay time.Duration) {
 	if until := now.Add(delay); until.After(ks.backoff) {
 		ks.backoff = until
 	}
-	ks.wait(j.meta.Sequence.Stream, now, delay)
+	d.nacked(ks, j.meta.Sequence.Stream, now, delay)
 }
 
 // work is one partition's worker: its jobs one at a time, in order.
@@ -448,7 +510,7 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		}
 		now := time.Now()
 		for k, ks := range d.keys {
-			ks.firstWaiting(now, d.waitGrace(), 0) // drops what is long overdue
+			ks.firstWaiting(now, 0) // drops what is long overdue
 			if ks.idle(now) {
 				delete(d.keys, k)
 			}

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/activities/router"
@@ -66,7 +67,9 @@ type source struct {
 	prepare                       func(j *job)
 }
 
-// Run creates the streams and consumers that are missing and consumes until
+// Run creates the streams and consumers that are missing, learns which point
+// events an earlier holder of the durable left unacked (inheritUnacked),
+// and consumes until
 // ctx ends; then it stops taking messages, nacks those it has not started
 // and gives those in flight StopTimeout to finish. It returns an error only
 // when it could not start.
@@ -109,6 +112,13 @@ func (in *Ingress) Run(ctx context.Context) error {
 	procCtx, cancelProc := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelProc()
 	d := newDispatcher(in, cfg)
+	for i, s := range sources {
+		if s.name == SourcePoints {
+			if err := in.inheritUnacked(ctx, d, s, consumers[i]); err != nil {
+				return err
+			}
+		}
+	}
 	d.start(procCtx)
 
 	pull := min(cfg.MaxAckPending, max(2*cfg.Partitions, 64))
@@ -136,7 +146,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 			return fmt.Errorf("ingress: consuming %s: %w", s.stream, err)
 		}
 		running = append(running, cc)
-		go in.pollLag(procCtx, cfg, s, consumers[i])
+		go in.pollLag(procCtx, cfg, s, consumers[i], d)
 	}
 	names := make([]string, len(sources))
 	for i, s := range sources {
@@ -341,8 +351,9 @@ func knownTenant(cfg Config, tenant string) bool {
 	})
 }
 
-// pollLag reads the consumer's lag every LagInterval.
-func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jetstream.Consumer) {
+// pollLag reads the consumer's lag every LagInterval, and passes its ack
+// floor to the dispatcher.
+func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jetstream.Consumer, d *dispatcher) {
 	t := time.NewTicker(cfg.LagInterval)
 	defer t.Stop()
 	for {
@@ -359,5 +370,73 @@ func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jets
 		}
 		in.Metrics.pending.WithLabelValues(s.name).Set(float64(info.NumPending))
 		in.Metrics.ackPending.WithLabelValues(s.name).Set(float64(info.NumAckPending))
+		d.ackFloor(s.name, info.AckFloor.Stream)
 	}
+}
+
+// maxInherited bounds the stream range inheritUnacked reads.
+const maxInherited = 1_000_000
+
+// inheritUnacked reads, before consuming, which messages of source an
+// earlier holder of the durable consumer (a process killed or cut off)
+// was delivered and has not acked: those between the consumer's ack floor
+// and its last delivered sequence. JetStream delivers them again only when
+// their ack wait is over, after newer messages that were never delivered;
+// each customer's newer messages wait for them (dispatcher.inherit), so that
+// a restart keeps every customer's order. Messages in that range that were
+// acked are forgotten when the ack floor passes them, or an ack wait and
+// inheritGrace after the start. Only headers are read.
+func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source, cons jetstream.Consumer) error {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("ingress: consumer %s on stream %s: %w", s.durable, s.stream, err)
+	}
+	floor, last := info.AckFloor.Stream, info.Delivered.Stream
+	if info.NumAckPending == 0 || last <= floor {
+		return nil
+	}
+	if last-floor > maxInherited {
+		in.Logger.Warn("ingress: too many unacked messages of a predecessor to keep their order after the restart; order kept for the first ones only",
+			"source", s.name, "ack_floor", floor, "delivered", last, "read", maxInherited)
+		last = floor + maxInherited
+	}
+	began := time.Now()
+	oc, err := in.JS.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.prefix + ".>"}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq: floor + 1, HeadersOnly: true,
+	})
+	if err != nil {
+		return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+	}
+	inherited := 0
+	for {
+		batch, err := oc.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+		}
+		n, done := 0, false
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if meta.Sequence.Stream > last {
+				done = true
+				continue
+			}
+			d.inherit(s.name+"/"+m.Subject(), meta.Sequence.Stream, began)
+			inherited++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+		}
+		if done || n == 0 {
+			break
+		}
+	}
+	in.Logger.Info("ingress: a predecessor left messages unacked; their customers' later messages wait for them",
+		"source", s.name, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", inherited,
+		"took", time.Since(began).Round(time.Millisecond))
+	return nil
 }

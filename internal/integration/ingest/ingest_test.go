@@ -103,11 +103,23 @@ func newEnv(t *testing.T) *env {
 		}
 		t.Cleanup(w.Stop)
 	}
+	e := &env{
+		t: t, js: js, c: c, store: st, cfg: testConfig(),
+		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
+		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
+	}
+	e.deleteStreamsAtEnd()
+	return e
+}
+
+// testConfig is an ingress configuration of streams and subjects of the
+// test's own (names prefixed with a random ID).
+func testConfig() ingress.Config {
 	var raw [4]byte
 	_, _ = rand.Read(raw[:])
 	id := "it" + hex.EncodeToString(raw[:])
 	up := strings.ToUpper(id)
-	cfg := ingress.Config{
+	return ingress.Config{
 		PointsStream: up + "_POINTS", PointsPrefix: id + ".rewards", PointsDurable: "ingest-points",
 		EventsStream: up + "_EVENTS", EventsPrefix: id + ".events", EventsDurable: "ingest-events",
 		DeadLetterStream: up + "_DEAD", DeadLetterPrefix: id + ".dead",
@@ -124,18 +136,17 @@ func newEnv(t *testing.T) *env {
 		Tenants:        []string{"default", "t-1", "t-2"},
 		LagInterval:    time.Second,
 	}
-	t.Cleanup(func() {
+}
+
+// deleteStreamsAtEnd deletes the test's streams when it ends.
+func (e *env) deleteStreamsAtEnd() {
+	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, s := range []string{cfg.PointsStream, cfg.EventsStream, cfg.DeadLetterStream} {
-			_ = js.DeleteStream(ctx, s)
+		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream} {
+			_ = e.js.DeleteStream(ctx, s)
 		}
 	})
-	return &env{
-		t: t, js: js, c: c, store: st, cfg: cfg,
-		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
-		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
-	}
 }
 
 func background(t *testing.T) context.Context {
