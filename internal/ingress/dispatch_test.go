@@ -397,3 +397,78 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 		t.Errorf("applied in order %v, want [1 2 3]", order)
 	}
 }
+
+// A message a predecessor left unacked holds back the later messages of its
+// key until JetStream delivers it again; one the consumer's ack floor has
+// passed holds back nothing; other keys are not held back.
+func TestDispatcherWaitsForInheritedMessages(t *testing.T) {
+	h := newHarness(t, Config{Partitions: 2, AckWait: 3 * time.Second})
+	applied := func(context.Context) (string, error) { return OutcomeApplied, nil }
+	now := time.Now()
+	h.d.inherit("points/a", 5, now)
+	h.d.inherit("points/b", 6, now)
+	h.d.inherit("points/b", 7, now)
+
+	a9 := newFakeMsg("a", 9)
+	h.submit(a9, "points/a", applied)
+	waitSettled(t, a9)
+	if s, d := a9.state(); s != "nak" || d < 2*time.Second {
+		t.Fatalf("a9 overtook the inherited a5: %s %v, want a nak until about the ack wait", s, d)
+	}
+	c9 := newFakeMsg("c", 9)
+	h.submit(c9, "points/c", applied)
+	waitSettled(t, c9)
+	if s, _ := c9.state(); s != "ack" {
+		t.Fatalf("c9 held back by another key's inherited messages: %v", c9)
+	}
+
+	a5 := newFakeMsg("a", 5)
+	a5.meta.NumDelivered = 2
+	h.submit(a5, "points/a", applied)
+	a9again := newFakeMsg("a", 9)
+	a9again.meta.NumDelivered = 2
+	waitSettled(t, a5)
+	h.submit(a9again, "points/a", applied)
+	waitSettled(t, a9again)
+	for _, m := range []*fakeMsg{a5, a9again} {
+		if s, _ := m.state(); s != "ack" {
+			t.Errorf("%v: want ack once the inherited message came back", m)
+		}
+	}
+
+	// b6 was acked before the predecessor died; b7 was not.
+	h.d.ackFloor(SourcePoints, 6)
+	b8 := newFakeMsg("b", 8)
+	h.submit(b8, "points/b", applied)
+	waitSettled(t, b8)
+	if s, _ := b8.state(); s != "nak" {
+		t.Fatalf("b8 overtook the inherited b7: %v", b8)
+	}
+	h.d.ackFloor(SourcePoints, 7)
+	b8again := newFakeMsg("b", 8)
+	b8again.meta.NumDelivered = 2
+	h.submit(b8again, "points/b", applied)
+	waitSettled(t, b8again)
+	if s, _ := b8again.state(); s != "ack" {
+		t.Fatalf("b8 held back after the ack floor passed b7: %v", b8again)
+	}
+}
+
+// An inherited message that never comes back (acked after the consumer's
+// info was read, say) holds its key back for an ack wait and inheritGrace
+// at most.
+func TestInheritedMessageIsGivenUp(t *testing.T) {
+	ks := &keyState{}
+	now := time.Now()
+	due := now.Add(time.Second)
+	ks.wait(3, due, due.Add(inheritGrace))
+	if _, _, _, ok := ks.firstWaiting(now.Add(time.Second+inheritGrace-time.Millisecond), 4); !ok {
+		t.Fatal("given up before its expiry")
+	}
+	if _, _, _, ok := ks.firstWaiting(now.Add(time.Second+inheritGrace+time.Millisecond), 4); ok {
+		t.Fatal("still waited for after its expiry")
+	}
+	if !ks.idle(now.Add(time.Hour)) {
+		t.Fatal("key not idle once the entry was given up")
+	}
+}
