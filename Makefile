@@ -105,7 +105,8 @@ test-short:
 # raw ExecuteWorkflow on a local dev server; the idempotency layer's added
 # latency per key store against the bare handler; the points command end to end;
 # the auth and tenant-limit layer's added latency (API key, JWT) against the
-# bare handler.
+# bare handler; point events from a JetStream stream to applied against the
+# same events sent straight through the Go client (NATS on NATS_URL).
 bench: $(BENCHSTAT) $(TEMPORAL)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
@@ -120,6 +121,8 @@ bench: $(BENCHSTAT) $(TEMPORAL)
 	$(BENCHSTAT) -col /via bench-api.txt
 	$(GO) test -run '^$$' -bench AuthOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/auth/ | tee bench-auth.txt
 	$(BENCHSTAT) -col /layer bench-auth.txt
+	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/integration/ingest/ | tee bench-ingest.txt
+	$(BENCHSTAT) -col /via bench-ingest.txt
 
 # A short load run against a self-started dev server (in memory) with the
 # rewards worker and the HTTP API in process: raw UpdateWithStart of a
@@ -160,4 +163,4 @@ histories: $(TEMPORAL) cluster-tools
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/integration/platform/
 
 clean:
-	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt
+	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt

@@ -82,7 +82,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.DurationVar(&ic.StreamDuplicates, "ingest-stream-duplicates", envDuration("INGEST_STREAM_DUPLICATES", 0), "JetStream's duplicate `window` of the streams the ingress creates; 0 for JetStream's 2 minutes; the ingress does not rely on it (env INGEST_STREAM_DUPLICATES)")
 	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", envNum("INGEST_MAX_ACK_PENDING", 1000), "messages delivered and not yet acked, per consumer (env INGEST_MAX_ACK_PENDING)")
 	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
-	fs.IntVar(&ic.Partitions, "ingest-partitions", envNum("INGEST_PARTITIONS", 64), "workers; a customer's messages go to one, one at a time, in order (env INGEST_PARTITIONS)")
+	fs.IntVar(&ic.Workers, "ingest-workers", envNum("INGEST_WORKERS", ingress.DefaultWorkers), "messages applied at once; a customer's go one at a time, in order (env INGEST_WORKERS)")
 	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 16), "messages of one customer held at once; more are nacked until their turn (env INGEST_MAX_PER_CUSTOMER)")
 	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "deliveries after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
@@ -102,7 +102,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		for _, n := range []struct {
 			name string
 			v    int
-		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-partitions", ic.Partitions}, {"-ingest-max-per-customer", ic.MaxPerCustomer}} {
+		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-max-per-customer", ic.MaxPerCustomer}} {
 			if n.v < 1 {
 				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
 			}

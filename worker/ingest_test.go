@@ -25,7 +25,7 @@ func TestParseIngestConfig(t *testing.T) {
 			return c.ingest.enabled && c.ingest.natsURL == "nats://127.0.0.1:4222" && len(c.taskQueues()) == 2 &&
 				ic.PointsStream == ingress.DefaultPointsStream && ic.PointsPrefix == "rewards" && ic.PointsDurable == "ingest-points" &&
 				ic.EventsStream == ingress.DefaultEventsStream && ic.EventsPrefix == "events" && ic.EventsDurable == "ingest-events" &&
-				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Partitions == 64 &&
+				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Workers == 64 &&
 				ic.MaxPerCustomer == 16 && ic.Retry.MaxDeliveries == 100 && ic.AckWait == 30*time.Second &&
 				ic.StreamDuplicates == 0 && len(ic.Tenants) == 0
 		}},
@@ -42,17 +42,17 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "ingress only", args: []string{"-ingest", "-task-queues", "none"}, want: func(c config) bool {
 			return c.ingest.enabled && c.taskQueues() == nil
 		}},
-		{name: "flag over environment", args: []string{"-ingest", "-ingest-max-per-customer", "4", "-ingest-partitions", "8"}, env: map[string]string{"INGEST_MAX_PER_CUSTOMER": "32"}, want: func(c config) bool {
-			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Partitions == 8
+		{name: "flag over environment", args: []string{"-ingest", "-ingest-max-per-customer", "4", "-ingest-workers", "8"}, env: map[string]string{"INGEST_MAX_PER_CUSTOMER": "32"}, want: func(c config) bool {
+			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Workers == 8
 		}},
 		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.ingest.enabled }},
 		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == 0 }},
-		{name: "settings unchecked while off", args: []string{"-ingest-partitions", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "settings unchecked while off", args: []string{"-ingest-workers", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
 		{name: "nothing to do", args: []string{"-task-queues", "none"}, wantErr: "nothing to do"},
 		{name: "bad switch in the environment", env: map[string]string{"INGEST_ENABLED": "yes please"}, wantErr: "INGEST_ENABLED"},
-		{name: "bad number in the environment", env: map[string]string{"INGEST_PARTITIONS": "many"}, wantErr: "INGEST_PARTITIONS"},
+		{name: "bad number in the environment", env: map[string]string{"INGEST_WORKERS": "many"}, wantErr: "INGEST_WORKERS"},
 		{name: "bad duration in the environment", env: map[string]string{"INGEST_ACK_WAIT": "30"}, wantErr: "INGEST_ACK_WAIT"},
-		{name: "no partitions", args: []string{"-ingest", "-ingest-partitions", "0"}, wantErr: "-ingest-partitions must be at least 1"},
+		{name: "no workers", args: []string{"-ingest", "-ingest-workers", "0"}, wantErr: "-ingest-workers must be at least 1"},
 		{name: "ack wait too short", args: []string{"-ingest", "-ingest-ack-wait", "10ms"}, wantErr: "-ingest-ack-wait"},
 		{name: "negative duplicate window", args: []string{"-ingest", "-ingest-stream-duplicates", "-1s"}, wantErr: "-ingest-stream-duplicates"},
 		{name: "both sources off", args: []string{"-ingest", "-ingest-points-stream", "off", "-ingest-events-stream", "off"}, wantErr: "nothing to consume"},

@@ -19,6 +19,7 @@ const (
 	DefaultEventsDurable    = "ingest-events"
 	DefaultDeadLetterStream = "INGEST_DEAD_LETTERS"
 	DefaultDeadLetterPrefix = "ingest.dead"
+	DefaultWorkers          = 64
 )
 
 // Config is what the ingress consumes and how. The zero value of a field
@@ -50,10 +51,10 @@ type Config struct {
 	// AckWait is the consumer's ack wait (default 30 s). Messages the
 	// ingress holds are kept alive (InProgress) every AckWait/3.
 	AckWait time.Duration
-	// Partitions is the number of workers; each customer (and each event)
-	// hashes to one, which handles its messages one at a time, in order
-	// (default 64).
-	Partitions int
+	// Workers is how many messages are applied at once (default 64): any
+	// free worker takes the next customer (or event) with work, and a
+	// customer's messages go one at a time, in the order they came.
+	Workers int
 	// MaxPerCustomer bounds the messages of one customer the ingress holds
 	// at once (default 16), so that one busy customer cannot take all of
 	// MaxAckPending; beyond it the customer's messages are nacked, each
@@ -109,7 +110,7 @@ func (c Config) withDefaults() Config {
 	dur(&c.DeadLetterMaxAge, 30*24*time.Hour)
 	num(&c.MaxAckPending, 1000)
 	dur(&c.AckWait, 30*time.Second)
-	num(&c.Partitions, 64)
+	num(&c.Workers, DefaultWorkers)
 	num(&c.MaxPerCustomer, 16)
 	dur(&c.DeferDelay, 100*time.Millisecond)
 	dur(&c.Retry.Base, time.Second)

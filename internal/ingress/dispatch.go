@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -45,6 +44,10 @@ type job struct {
 type keyState struct {
 	// held counts the key's jobs queued or in flight.
 	held int
+	// queue is the key's jobs not yet started, in the order they came;
+	// active says the key is on the ready list or a worker has it.
+	queue  []*job
+	active bool
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
@@ -106,12 +109,16 @@ func (ks *keyState) forgetAcked(floor uint64) {
 	}
 }
 
-// dispatcher hands jobs to partitions by key, bounds what it holds per
-// key, keeps held messages alive and settles each job (ack, nak, dead letter).
+// dispatcher queues jobs per key and hands keys with work to a pool of
+// workers, one job of a key at a time in the order they came (any free
+// worker takes the next key that has work, so a busy key never holds back
+// another); it bounds what it holds per key, keeps held messages alive and
+// settles each job (ack, nak, dead letter).
 type dispatcher struct {
-	in    *Ingress
-	cfg   Config
-	parts []chan *job
+	in  *Ingress
+	cfg Config
+	// ready lists the keys with queued jobs that no worker has, once each.
+	ready chan string
 	quit  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
@@ -143,32 +150,42 @@ func (d *dispatcher) observeApply(took time.Duration) {
 }
 
 func newDispatcher(in *Ingress, cfg Config) *dispatcher {
-	d := &dispatcher{in: in, cfg: cfg, quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}}
-	d.parts = make([]chan *job, cfg.Partitions)
-	for i := range d.parts {
-		d.parts[i] = make(chan *job, cfg.MaxAckPending)
-	}
-	return d
+	// A key is on the ready list at most once and only while it holds a
+	// job, and JetStream delivers at most MaxAckPending per consumer
+	// (points and events): room for every key that can have work.
+	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, 2*cfg.MaxAckPending+cfg.Workers),
+		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}}
 }
 
-// start runs the partitions' workers and the keep-alive loop on ctx, which
+// start runs the Workers and the keep-alive loop on ctx, which
 // bounds the handling of messages in flight.
 func (d *dispatcher) start(ctx context.Context) {
-	for _, ch := range d.parts {
-		d.wg.Go(func() { d.work(ctx, ch) })
+	for range d.cfg.Workers {
+		d.wg.Go(func() { d.work(ctx) })
 	}
 	d.wg.Go(func() { d.keepAlive(ctx) })
 }
 
 func (d *dispatcher) closeQuit() { d.once.Do(func() { close(d.quit) }) }
 
-// stop makes the workers nack what is queued and waits for those in flight,
-// at most timeout, after which cancel ends their handling (and they nack).
+// stop waits for the jobs in flight, at most timeout, after which cancel
+// ends their handling (and they nack), then nacks every queued job.
 func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
 	d.closeQuit()
 	t := time.AfterFunc(timeout, cancel)
 	defer t.Stop()
 	d.wg.Wait()
+	d.mu.Lock()
+	var queued []*job
+	for _, ks := range d.keys {
+		queued = append(queued, ks.queue...)
+		ks.queue = nil
+	}
+	d.mu.Unlock()
+	for _, j := range queued {
+		d.nak(j, 0, "shutdown")
+		d.release(j)
+	}
 }
 
 func (d *dispatcher) stopping() bool {
@@ -178,11 +195,6 @@ func (d *dispatcher) stopping() bool {
 	default:
 		return false
 	}
-}
-
-// partition returns the index of key's partition.
-func partition(key string, n int) int {
-	return int(xxhash.Sum64String(key) % uint64(n))
 }
 
 // minOrderDelay is the least delay of a message nacked behind an earlier
@@ -240,7 +252,8 @@ func (d *dispatcher) ackFloor(source string, floor uint64) {
 
 // submit takes a job from a consumer: nacked at once when its key is
 // deferred, when an earlier message of its key is still to come back, or
-// when the key is at MaxPerCustomer; queued on its partition otherwise.
+// when the key is at MaxPerCustomer; queued behind the key's others
+// otherwise.
 func (d *dispatcher) submit(j *job) {
 	if d.stopping() {
 		d.nak(j, 0, "shutdown")
@@ -278,14 +291,22 @@ func (d *dispatcher) submit(j *job) {
 		return
 	}
 	ks.held++
+	ks.queue = append(ks.queue, j)
 	d.jobs[j] = struct{}{}
+	activate := !ks.active
+	ks.active = true
 	d.mu.Unlock()
 	d.in.Metrics.held.Inc()
+	if activate {
+		d.makeReady(j.key)
+	}
+}
+
+// makeReady puts key on the ready list; when stopping, stop nacks its jobs.
+func (d *dispatcher) makeReady(key string) {
 	select {
-	case d.parts[partition(j.key, len(d.parts))] <- j:
+	case d.ready <- key:
 	case <-d.quit:
-		d.nak(j, 0, "shutdown")
-		d.release(j)
 	}
 }
 
@@ -301,6 +322,30 @@ func (d *dispatcher) release(j *job) {
 	}
 	d.mu.Unlock()
 	d.in.Metrics.held.Dec()
+}
+
+// next takes the first queued job of a ready key.
+func (d *dispatcher) next(key string) *job {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ks := d.keys[key]
+	j := ks.queue[0]
+	ks.queue[0] = nil
+	ks.queue = ks.queue[1:]
+	return j
+}
+
+// done settles the bookkeeping of j once handled, and reports whether its
+// key has more jobs queued (it stays active and goes back on the ready
+// list) or none (it is inactive again).
+func (d *dispatcher) done(j *job) (more bool) {
+	d.mu.Lock()
+	ks := d.keys[j.key]
+	more = len(ks.queue) > 0
+	ks.active = more
+	d.mu.Unlock()
+	d.release(j)
+	return more
 }
 
 // backingOff reports how long j's key still backs off after a failure, if
@@ -338,25 +383,22 @@ func (d *dispatcher) backOff(j *job, delay time.Duration) {
 	d.nacked(ks, j.meta.Sequence.Stream, now, delay)
 }
 
-// work is one partition's worker: its jobs one at a time, in order.
-func (d *dispatcher) work(ctx context.Context, ch chan *job) {
+// work is one worker: it takes the next ready key and handles that key's
+// first job, until the dispatcher stops.
+func (d *dispatcher) work(ctx context.Context) {
 	for {
-		if d.stopping() {
-			for {
-				select {
-				case j := <-ch:
-					d.nak(j, 0, "shutdown")
-					d.release(j)
-				default:
-					return
-				}
-			}
-		}
 		select {
-		case j := <-ch:
-			d.handle(ctx, j)
-			d.release(j)
 		case <-d.quit:
+			return
+		case key := <-d.ready:
+			if d.stopping() {
+				return // stop nacks the queued jobs
+			}
+			j := d.next(key)
+			d.handle(ctx, j)
+			if d.done(j) {
+				d.makeReady(key)
+			}
 		}
 	}
 }

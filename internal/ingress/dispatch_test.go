@@ -128,7 +128,7 @@ func waitSettled(t *testing.T, msgs ...*fakeMsg) {
 // A key's messages are handled one at a time in the order they came; keys
 // run in parallel; every message is acked once.
 func TestDispatcherOrdersPerKey(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 4, MaxPerCustomer: 100})
+	h := newHarness(t, Config{Workers: 4, MaxPerCustomer: 100})
 	var mu sync.Mutex
 	seen := map[string][]uint64{}
 	inFlight := map[string]int{}
@@ -190,7 +190,7 @@ func TestDispatcherOrdersPerKey(t *testing.T) {
 // Beyond MaxPerCustomer a key's messages are nacked with DeferDelay, and so
 // is any later one until then, while other keys go on.
 func TestDispatcherBoundsPerKey(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 2, MaxPerCustomer: 2, DeferDelay: 300 * time.Millisecond})
+	h := newHarness(t, Config{Workers: 2, MaxPerCustomer: 2, DeferDelay: 300 * time.Millisecond})
 	release := make(chan struct{})
 	blocked := func(ctx context.Context) (string, error) {
 		select {
@@ -199,9 +199,6 @@ func TestDispatcherBoundsPerKey(t *testing.T) {
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-	}
-	if partition("a", 2) == partition("d", 2) {
-		t.Fatal("the test needs keys a and d in different partitions")
 	}
 	a1, a2, a3 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("a", 3)
 	h.submit(a1, "a", blocked)
@@ -236,7 +233,7 @@ func TestDispatcherBoundsPerKey(t *testing.T) {
 // A transient failure nacks with backoff and defers its key, so the key's
 // next message (already queued) is nacked behind it; other keys go on.
 func TestDispatcherTransientFailureDefersKey(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 1, Retry: RetryPolicy{Base: 2 * time.Second}})
+	h := newHarness(t, Config{Workers: 1, Retry: RetryPolicy{Base: 2 * time.Second}})
 	gate := make(chan struct{})
 	a1, a2, b1 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("b", 1)
 	a1.meta.NumDelivered = 2
@@ -311,7 +308,7 @@ func TestDispatcherDeadLetters(t *testing.T) {
 
 // Messages held while their turn comes are kept alive with InProgress.
 func TestDispatcherKeepsHeldMessagesAlive(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 1, AckWait: 30 * time.Millisecond})
+	h := newHarness(t, Config{Workers: 1, AckWait: 30 * time.Millisecond})
 	release := make(chan struct{})
 	a1, a2 := newFakeMsg("a", 1), newFakeMsg("a", 2)
 	h.submit(a1, "a", func(context.Context) (string, error) { <-release; return OutcomeApplied, nil })
@@ -326,7 +323,7 @@ func TestDispatcherKeepsHeldMessagesAlive(t *testing.T) {
 
 // Stopping nacks the queued messages at once for another consumer.
 func TestDispatcherStopNacksQueued(t *testing.T) {
-	cfg := Config{Partitions: 1}.withDefaults()
+	cfg := Config{Workers: 1}.withDefaults()
 	in := &Ingress{JS: &fakeJS{}, Metrics: NewMetrics(nil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	d := newDispatcher(in, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -354,7 +351,7 @@ func TestDispatcherStopNacksQueued(t *testing.T) {
 // also after the defer delay, until it has come back itself: JetStream's
 // redelivery timers do not promise to bring messages back in order.
 func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 1, MaxPerCustomer: 1, DeferDelay: 20 * time.Millisecond})
+	h := newHarness(t, Config{Workers: 1, MaxPerCustomer: 1, DeferDelay: 20 * time.Millisecond})
 	release := make(chan struct{})
 	var order []uint64
 	var mu sync.Mutex
@@ -402,7 +399,7 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 // key until JetStream delivers it again; one the consumer's ack floor has
 // passed holds back nothing; other keys are not held back.
 func TestDispatcherWaitsForInheritedMessages(t *testing.T) {
-	h := newHarness(t, Config{Partitions: 2, AckWait: 3 * time.Second})
+	h := newHarness(t, Config{Workers: 2, AckWait: 3 * time.Second})
 	applied := func(context.Context) (string, error) { return OutcomeApplied, nil }
 	now := time.Now()
 	h.d.inherit("points/a", 5, now)

@@ -14,7 +14,7 @@
 //     message that can never be applied goes to the dead-letter stream with
 //     the reason in its headers and is then acked (Decide);
 //   - a customer's messages are handled one at a time in stream order
-//     (customers hash to partitions, each a single worker), at most
+//     (a pool of Workers takes the next customer with work), at most
 //     MaxPerCustomer held per customer and MaxAckPending per consumer.
 package ingress
 
@@ -121,7 +121,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	}
 	d.start(procCtx)
 
-	pull := min(cfg.MaxAckPending, max(2*cfg.Partitions, 64))
+	pull := min(cfg.MaxAckPending, max(2*cfg.Workers, 64))
 	var running []jetstream.ConsumeContext
 	stopConsuming := func() {
 		for _, cc := range running {
@@ -153,7 +153,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 		names[i] = s.stream + "/" + s.durable
 	}
 	in.Logger.Info("ingress consuming", "consumers", names, "dead_letters", cfg.DeadLetterStream,
-		"partitions", cfg.Partitions, "max_ack_pending", cfg.MaxAckPending, "max_per_customer", cfg.MaxPerCustomer)
+		"workers", cfg.Workers, "max_ack_pending", cfg.MaxAckPending, "max_per_customer", cfg.MaxPerCustomer)
 
 	<-ctx.Done()
 	in.Logger.Info("ingress stopping: nacking queued messages, waiting for those in flight", "timeout", cfg.StopTimeout)

@@ -53,7 +53,7 @@ func natsURL() string {
 
 // natsJetStream connects to the NATS server with JetStream, or skips the
 // test (fails it under REQUIRE_SERVICES).
-func natsJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+func natsJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	testenv.Short(t, "NATS JetStream")
 	url := natsURL()
@@ -75,7 +75,7 @@ func natsJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 // prefixed with a random ID, deleted at the end), a dev server, the
 // project's workers on a SQLite database, and the platform service.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	js       jetstream.JetStream
 	c        client.Client
 	store    *store.Store
@@ -84,7 +84,7 @@ type env struct {
 	cfg      ingress.Config
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	_, js := natsJetStream(t)
 	srv := devserver.ForTest(t, devserver.Options{})
@@ -127,7 +127,7 @@ func testConfig() ingress.Config {
 		// stored again and reaches the ingress: JetStream's own dedup is
 		// over, the dedup key is all that is left.
 		StreamDuplicates: time.Second,
-		Partitions:       16,
+		Workers:          16,
 		// A low bound per customer, so that customers are deferred and
 		// their messages come back by JetStream's redelivery: the
 		// redemptions check that none overtook another.
@@ -149,7 +149,7 @@ func (e *env) deleteStreamsAtEnd() {
 	})
 }
 
-func background(t *testing.T) context.Context {
+func background(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -211,7 +211,7 @@ func (e *env) publish(subject string, body []byte, msgID string) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -221,7 +221,7 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 // counter reads a counter of reg with the given labels (0 when absent).
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -253,7 +253,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 	return true
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -1,0 +1,115 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// benchCustomers is how many entities the benchmark's events go to.
+const benchCustomers = 200
+
+// BenchmarkIngress measures point events per second from the stream to
+// applied in their entities (b.N events over 200 customers, already in the
+// stream when the ingress starts, the ingress with its production settings:
+// 64 workers, one command in flight per customer) against the same kind
+// of events sent straight through the Go client (rewardsclient.ApplyPoints)
+// with the same concurrency and the same order per customer, on one dev
+// server with the same in-process workers. Run with a fixed -benchtime such
+// as 4000x: every iteration is one event.
+func BenchmarkIngress(b *testing.B) {
+	e := newEnv(b)
+	e.cfg.Workers, e.cfg.MaxPerCustomer = 0, 0 // the defaults
+	run := fmt.Sprint(time.Now().UnixNano())
+	var round int
+	// events returns b.N new events, each with the customer it goes to.
+	events := func(b *testing.B) (customers []int, evs []workflows.PointEvent) {
+		round++
+		for i := range b.N {
+			customers = append(customers, i%benchCustomers)
+			evs = append(evs, workflows.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)})
+		}
+		return customers, evs
+	}
+	customer := func(c int) string { return fmt.Sprintf("bench-%s-%d", run, c) }
+	report := func(b *testing.B) { b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s") }
+	// Each customer's entity exists before either side is measured.
+	var wg sync.WaitGroup
+	for c := range benchCustomers {
+		wg.Go(func() {
+			if _, err := e.rewards.ApplyPoints(context.Background(), customer(c), workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+
+	b.Run("via=client", func(b *testing.B) {
+		customers, evs := events(b)
+		workers := ingress.DefaultWorkers
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i, ev := range evs {
+					if customers[i]%workers != w {
+						continue
+					}
+					if _, err := e.rewards.ApplyPoints(context.Background(), customer(customers[i]), ev); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		report(b)
+	})
+
+	b.Run("via=jetstream", func(b *testing.B) {
+		customers, evs := events(b)
+		if _, err := e.js.Stream(context.Background(), e.cfg.PointsStream); err != nil {
+			e.startOn(e.js, nil)() // creates the streams and the durable consumer
+		}
+		var futures []jetstream.PubAckFuture
+		for i, ev := range evs {
+			m := nats.NewMsg(ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(customers[i])))
+			m.Data = mustJSON(b, ev)
+			f, err := e.js.PublishMsgAsync(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		reg := prometheus.NewRegistry()
+		b.ResetTimer()
+		stop := e.startOn(e.js, reg)
+		waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
+			return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
+		})
+		b.StopTimer()
+		report(b)
+		stop()
+		for _, o := range []string{ingress.OutcomeDuplicate, ingress.OutcomeDeadLettered} {
+			if got := counter(b, reg, "ingest_handled_total", map[string]string{"outcome": o}); got != 0 {
+				b.Errorf("%v messages handled as %s, want none", got, o)
+			}
+		}
+	})
+}
