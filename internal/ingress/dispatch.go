@@ -1,7 +1,9 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,12 +50,14 @@ type keyState struct {
 	// active says the key is on the ready list or a worker has it.
 	queue  []*job
 	active bool
+	// parked holds the key's messages delivered while a predecessor's
+	// unacked messages may still come back (inheritance).
+	parked []*job
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
 	// waiting holds the stream sequences of the key's messages nacked to
-	// keep order (deferred or backing off), and of those a predecessor on
-	// the durable left unacked (inherited), each with the time it is due
+	// keep order (deferred or backing off), each with the time it is due
 	// back. A message later than the earliest of them is nacked again
 	// when it arrives, so that none overtakes it, whatever order
 	// JetStream's redelivery timers bring them back in.
@@ -99,16 +103,6 @@ func (ks *keyState) wait(seq uint64, due, expire time.Time) {
 	ks.waiting[seq] = waitEntry{due: due, expire: expire}
 }
 
-// forgetAcked drops the waiting entries at or below floor, the consumer's
-// ack floor: those messages were acked (by a predecessor, before it died).
-func (ks *keyState) forgetAcked(floor uint64) {
-	for s := range ks.waiting {
-		if s <= floor {
-			delete(ks.waiting, s)
-		}
-	}
-}
-
 // dispatcher queues jobs per key and hands keys with work to a pool of
 // workers, one job of a key at a time in the order they came (any free
 // worker takes the next key that has work, so a busy key never holds back
@@ -125,7 +119,10 @@ type dispatcher struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyState
-	jobs map[*job]struct{}
+	// inh, while not nil, parks the messages of the keys it covers.
+	inh          *inheritance
+	inheritGrace time.Duration
+	jobs         map[*job]struct{}
 	// avgApply is a moving average of the time to apply a message.
 	avgApply time.Duration
 }
@@ -154,7 +151,7 @@ func newDispatcher(in *Ingress, cfg Config) *dispatcher {
 	// job, and JetStream delivers at most MaxAckPending per consumer
 	// (points and events): room for every key that can have work.
 	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, 2*cfg.MaxAckPending+cfg.Workers),
-		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}}
+		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace}
 }
 
 // start runs the Workers and the keep-alive loop on ctx, which
@@ -177,9 +174,14 @@ func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
 	d.wg.Wait()
 	d.mu.Lock()
 	var queued []*job
+	if d.inh != nil {
+		d.inh.timer.Stop()
+		d.inh = nil
+	}
 	for _, ks := range d.keys {
 		queued = append(queued, ks.queue...)
-		ks.queue = nil
+		queued = append(queued, ks.parked...)
+		ks.queue, ks.parked = nil, nil
 	}
 	d.mu.Unlock()
 	for _, j := range queued {
@@ -207,47 +209,96 @@ func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.
 
 // nacked records that j's message was nacked for delay: its key waits for it.
 func (d *dispatcher) nacked(ks *keyState, seq uint64, now time.Time, delay time.Duration) {
-	due := now.Add(delay)
+	due := now.Add(d.capDelay(delay))
 	ks.wait(seq, due, due.Add(d.waitGrace()))
 }
 
-// inheritGrace is how long past the ack wait a message a predecessor left
-// unacked is waited for: JetStream's redelivery timer is late by about a
-// second at most, and the message may have been acked after all (and the
-// consumer's ack floor not yet past it).
+// inheritGrace is how long past the ack wait the messages a predecessor
+// left unacked are waited for: JetStream's redelivery timer is late by
+// about a second at most.
 const inheritGrace = 5 * time.Second
 
-// inherit records that the message seq of key was delivered to a
-// predecessor on the durable (a process that died or lost its connection)
-// and is not known to be acked: JetStream delivers it again within an ack
-// wait, and the key's later messages wait for it, so that a restart keeps
-// each customer's order.
-func (d *dispatcher) inherit(key string, seq uint64, now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ks := d.keys[key]
-	if ks == nil {
-		ks = &keyState{}
-		d.keys[key] = ks
-	}
-	due := now.Add(d.cfg.AckWait)
-	ks.wait(seq, due, due.Add(inheritGrace))
+// inheritance is what a process knows, when it starts, of the messages its
+// predecessor on the durable consumer (a process that died or lost its
+// connection) was delivered and may not have acked: the sequences between
+// the consumer's ack floor and its last delivery. Those not acked come again
+// within an ack wait (the predecessor's naks were capped by it too,
+// capDelay), after newer messages that were never delivered; there is no
+// telling which of them were acked. So every message of a customer with one
+// in that range is parked until all that were unacked have come back (as
+// many as the consumer's ack-pending count at the start), or the ack wait
+// and inheritGrace are over; then each customer's parked messages go on in
+// stream order. Other customers are not held back.
+type inheritance struct {
+	source  string
+	keys    map[string]bool
+	last    uint64
+	unacked int
+	back    map[uint64]bool
+	timer   *time.Timer
 }
 
-// ackFloor forgets what the keys of source wait for at or below floor, the
-// consumer's ack floor.
-func (d *dispatcher) ackFloor(source string, floor uint64) {
+// inherit starts an inheritance for source: keys are those of the messages
+// in the range up to last, of which unacked were not acked at the start.
+func (d *dispatcher) inherit(source string, keys map[string]bool, last uint64, unacked int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := time.Now()
-	for k, ks := range d.keys {
-		if strings.HasPrefix(k, source+"/") {
-			ks.forgetAcked(floor)
-			if ks.idle(now) {
-				delete(d.keys, k)
-			}
+	d.inh = &inheritance{source: source, keys: keys, last: last, unacked: unacked, back: map[uint64]bool{}}
+	d.inh.timer = time.AfterFunc(d.cfg.AckWait+d.inheritGrace, d.endInheritance)
+}
+
+// park holds j if an inheritance covers its key, and ends the inheritance
+// once every unacked message has come back; d.mu is held. It returns the
+// keys to put on the ready list.
+func (d *dispatcher) park(ks *keyState, j *job) (parked bool, ready []string) {
+	inh := d.inh
+	if inh == nil || j.src.name != inh.source || !inh.keys[j.key] {
+		return false, nil
+	}
+	ks.held++
+	ks.parked = append(ks.parked, j)
+	d.jobs[j] = struct{}{}
+	if seq := j.meta.Sequence.Stream; seq <= inh.last && j.meta.NumDelivered > 1 {
+		inh.back[seq] = true
+	}
+	if len(inh.back) >= inh.unacked {
+		ready = d.unpark()
+	}
+	return true, ready
+}
+
+// endInheritance lets the parked messages go, the inheritance's time over.
+func (d *dispatcher) endInheritance() {
+	d.mu.Lock()
+	ready := d.unpark()
+	d.mu.Unlock()
+	for _, k := range ready {
+		d.makeReady(k)
+	}
+}
+
+// unpark ends the inheritance: each key's parked messages join its queue
+// in stream order; d.mu is held. It returns the keys to put on the ready list.
+func (d *dispatcher) unpark() (ready []string) {
+	if d.inh == nil {
+		return nil
+	}
+	d.inh.timer.Stop()
+	for k := range d.inh.keys {
+		ks := d.keys[k]
+		if ks == nil || len(ks.parked) == 0 {
+			continue
+		}
+		slices.SortStableFunc(ks.parked, func(a, b *job) int { return cmp.Compare(a.meta.Sequence.Stream, b.meta.Sequence.Stream) })
+		ks.queue = append(ks.queue, ks.parked...)
+		ks.parked = nil
+		if !ks.active {
+			ks.active = true
+			ready = append(ready, k)
 		}
 	}
+	d.inh = nil
+	return ready
 }
 
 // submit takes a job from a consumer: nacked at once when its key is
@@ -266,6 +317,14 @@ func (d *dispatcher) submit(j *job) {
 	if ks == nil {
 		ks = &keyState{}
 		d.keys[j.key] = ks
+	}
+	if parked, ready := d.park(ks, j); parked {
+		d.mu.Unlock()
+		d.in.Metrics.held.Inc()
+		for _, k := range ready {
+			d.makeReady(k)
+		}
+		return
 	}
 	// Nacked, a message comes back after about the time until its turn:
 	// the messages ahead of it in the key's line (held, and waiting with
@@ -468,9 +527,19 @@ func (d *dispatcher) ack(j *job, outcome string) {
 	d.in.Metrics.lag.WithLabelValues(j.src.name).Observe(time.Since(j.meta.Timestamp).Seconds())
 }
 
-// nak hands j back to JetStream for delivery after delay.
+// capDelay bounds a nak's delay by the ack wait. A message a process was
+// given thus comes again at most an ack wait after the process last touched
+// it, however it ended: what lets a successor wait for it (inheritance). A
+// longer backoff is kept by nacking it again when it comes back early.
+func (d *dispatcher) capDelay(delay time.Duration) time.Duration {
+	return min(delay, d.cfg.AckWait)
+}
+
+// nak hands j back to JetStream for delivery after delay, at most the ack
+// wait (capDelay).
 func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
 	var err error
+	delay = d.capDelay(delay)
 	if delay > 0 {
 		err = j.msg.NakWithDelay(delay)
 	} else {

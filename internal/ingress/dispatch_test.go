@@ -395,77 +395,89 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 	}
 }
 
-// A message a predecessor left unacked holds back the later messages of its
-// key until JetStream delivers it again; one the consumer's ack floor has
-// passed holds back nothing; other keys are not held back.
-func TestDispatcherWaitsForInheritedMessages(t *testing.T) {
-	h := newHarness(t, Config{Workers: 2, AckWait: 3 * time.Second})
-	applied := func(context.Context) (string, error) { return OutcomeApplied, nil }
-	now := time.Now()
-	h.d.inherit("points/a", 5, now)
-	h.d.inherit("points/b", 6, now)
-	h.d.inherit("points/b", 7, now)
-
-	a9 := newFakeMsg("a", 9)
-	h.submit(a9, "points/a", applied)
-	waitSettled(t, a9)
-	if s, d := a9.state(); s != "nak" || d < 2*time.Second {
-		t.Fatalf("a9 overtook the inherited a5: %s %v, want a nak until about the ack wait", s, d)
-	}
-	c9 := newFakeMsg("c", 9)
-	h.submit(c9, "points/c", applied)
-	waitSettled(t, c9)
-	if s, _ := c9.state(); s != "ack" {
-		t.Fatalf("c9 held back by another key's inherited messages: %v", c9)
-	}
-
-	a5 := newFakeMsg("a", 5)
-	a5.meta.NumDelivered = 2
-	h.submit(a5, "points/a", applied)
-	a9again := newFakeMsg("a", 9)
-	a9again.meta.NumDelivered = 2
-	waitSettled(t, a5)
-	h.submit(a9again, "points/a", applied)
-	waitSettled(t, a9again)
-	for _, m := range []*fakeMsg{a5, a9again} {
-		if s, _ := m.state(); s != "ack" {
-			t.Errorf("%v: want ack once the inherited message came back", m)
+// While a predecessor's unacked messages may come back, the messages of
+// their customers are parked, and other customers go on; once as many as
+// were unacked have come back, each customer's parked messages are applied
+// in stream order.
+func TestDispatcherParksInheritedCustomers(t *testing.T) {
+	h := newHarness(t, Config{Workers: 2, AckWait: time.Minute})
+	var mu sync.Mutex
+	var order []uint64
+	applied := func(m *fakeMsg) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			mu.Lock()
+			order = append(order, m.meta.Sequence.Stream)
+			mu.Unlock()
+			return OutcomeApplied, nil
 		}
 	}
+	// a5 and a7 were unacked, a6 acked; all three in the range up to 7.
+	h.d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 2)
 
-	// b6 was acked before the predecessor died; b7 was not.
-	h.d.ackFloor(SourcePoints, 6)
-	b8 := newFakeMsg("b", 8)
-	h.submit(b8, "points/b", applied)
-	waitSettled(t, b8)
-	if s, _ := b8.state(); s != "nak" {
-		t.Fatalf("b8 overtook the inherited b7: %v", b8)
+	a9 := newFakeMsg("a", 9) // never delivered before: comes first
+	h.submit(a9, "points/a", applied(a9))
+	c9 := newFakeMsg("c", 9)
+	h.submit(c9, "points/c", applied(c9))
+	waitSettled(t, c9)
+	a7 := newFakeMsg("a", 7)
+	a7.meta.NumDelivered = 2
+	h.submit(a7, "points/a", applied(a7))
+	time.Sleep(50 * time.Millisecond)
+	for _, m := range []*fakeMsg{a9, a7} {
+		if s, _ := m.state(); s != "" {
+			t.Fatalf("%v settled before a5 came back", m)
+		}
 	}
-	h.d.ackFloor(SourcePoints, 7)
-	b8again := newFakeMsg("b", 8)
-	b8again.meta.NumDelivered = 2
-	h.submit(b8again, "points/b", applied)
-	waitSettled(t, b8again)
-	if s, _ := b8again.state(); s != "ack" {
-		t.Fatalf("b8 held back after the ack floor passed b7: %v", b8again)
+	a5 := newFakeMsg("a", 5)
+	a5.meta.NumDelivered = 2
+	h.submit(a5, "points/a", applied(a5))
+	waitSettled(t, a5, a7, a9)
+	for _, m := range []*fakeMsg{a5, a7, a9} {
+		if s, _ := m.state(); s != "ack" {
+			t.Errorf("%v: want ack", m)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(order) != "[9 5 7 9]" {
+		t.Errorf("applied in order %v, want c9, then a5, a7, a9", order)
 	}
 }
 
-// An inherited message that never comes back (acked after the consumer's
-// info was read, say) holds its key back for an ack wait and inheritGrace
-// at most.
-func TestInheritedMessageIsGivenUp(t *testing.T) {
-	ks := &keyState{}
-	now := time.Now()
-	due := now.Add(time.Second)
-	ks.wait(3, due, due.Add(inheritGrace))
-	if _, _, _, ok := ks.firstWaiting(now.Add(time.Second+inheritGrace-time.Millisecond), 4); !ok {
-		t.Fatal("given up before its expiry")
+// When fewer unacked messages come back than were counted (acked meanwhile,
+// or deleted), the parked ones go on once the ack wait and the grace are over.
+func TestDispatcherEndsInheritanceAfterTheAckWait(t *testing.T) {
+	h := newHarness(t, Config{Workers: 2, AckWait: 200 * time.Millisecond})
+	h.d.mu.Lock()
+	h.d.inheritGrace = 100 * time.Millisecond
+	h.d.mu.Unlock()
+	h.d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 2)
+	applied := func(context.Context) (string, error) { return OutcomeApplied, nil }
+	began := time.Now()
+	a9 := newFakeMsg("a", 9)
+	h.submit(a9, "points/a", applied)
+	waitSettled(t, a9)
+	if s, _ := a9.state(); s != "ack" {
+		t.Fatalf("%v: want ack", a9)
 	}
-	if _, _, _, ok := ks.firstWaiting(now.Add(time.Second+inheritGrace+time.Millisecond), 4); ok {
-		t.Fatal("still waited for after its expiry")
+	if took := time.Since(began); took < 250*time.Millisecond {
+		t.Errorf("a9 went on after %v, before the ack wait and the grace", took)
 	}
-	if !ks.idle(now.Add(time.Hour)) {
-		t.Fatal("key not idle once the entry was given up")
+}
+
+// Stopping nacks parked messages.
+func TestDispatcherStopNacksParked(t *testing.T) {
+	cfg := Config{Workers: 1, AckWait: time.Minute}.withDefaults()
+	in := &Ingress{JS: &fakeJS{}, Metrics: NewMetrics(nil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := newDispatcher(in, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.start(ctx)
+	d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 1)
+	a9 := newFakeMsg("a", 9)
+	d.submit(&job{src: &source{name: SourcePoints}, msg: a9, meta: &a9.meta, key: "points/a",
+		apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})
+	d.stop(time.Second, cancel)
+	if s, _ := a9.state(); s != "nak" {
+		t.Fatalf("%v: want nak on stop", a9)
 	}
 }

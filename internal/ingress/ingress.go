@@ -146,7 +146,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 			return fmt.Errorf("ingress: consuming %s: %w", s.stream, err)
 		}
 		running = append(running, cc)
-		go in.pollLag(procCtx, cfg, s, consumers[i], d)
+		go in.pollLag(procCtx, cfg, s, consumers[i])
 	}
 	names := make([]string, len(sources))
 	for i, s := range sources {
@@ -351,9 +351,8 @@ func knownTenant(cfg Config, tenant string) bool {
 	})
 }
 
-// pollLag reads the consumer's lag every LagInterval, and passes its ack
-// floor to the dispatcher.
-func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jetstream.Consumer, d *dispatcher) {
+// pollLag reads the consumer's lag every LagInterval.
+func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jetstream.Consumer) {
 	t := time.NewTicker(cfg.LagInterval)
 	defer t.Stop()
 	for {
@@ -370,22 +369,17 @@ func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jets
 		}
 		in.Metrics.pending.WithLabelValues(s.name).Set(float64(info.NumPending))
 		in.Metrics.ackPending.WithLabelValues(s.name).Set(float64(info.NumAckPending))
-		d.ackFloor(s.name, info.AckFloor.Stream)
 	}
 }
 
 // maxInherited bounds the stream range inheritUnacked reads.
 const maxInherited = 1_000_000
 
-// inheritUnacked reads, before consuming, which messages of source an
-// earlier holder of the durable consumer (a process killed or cut off)
-// was delivered and has not acked: those between the consumer's ack floor
-// and its last delivered sequence. JetStream delivers them again only when
-// their ack wait is over, after newer messages that were never delivered;
-// each customer's newer messages wait for them (dispatcher.inherit), so that
-// a restart keeps every customer's order. Messages in that range that were
-// acked are forgotten when the ack floor passes them, or an ack wait and
-// inheritGrace after the start. Only headers are read.
+// inheritUnacked reads, before consuming, the subjects of the messages of
+// source an earlier holder of the durable consumer (a process killed or cut
+// off) may have left unacked, those between the consumer's ack floor and
+// its last delivered sequence, and starts the dispatcher's inheritance over
+// them, so that a restart keeps every customer's order. Only headers are read.
 func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source, cons jetstream.Consumer) error {
 	info, err := cons.Info(ctx)
 	if err != nil {
@@ -396,7 +390,7 @@ func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source,
 		return nil
 	}
 	if last-floor > maxInherited {
-		in.Logger.Warn("ingress: too many unacked messages of a predecessor to keep their order after the restart; order kept for the first ones only",
+		in.Logger.Warn("ingress: too many messages of a predecessor to read; order after the restart kept for the first ones only",
 			"source", s.name, "ack_floor", floor, "delivered", last, "read", maxInherited)
 		last = floor + maxInherited
 	}
@@ -408,13 +402,14 @@ func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source,
 	if err != nil {
 		return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
 	}
-	inherited := 0
-	for {
+	keys := map[string]bool{}
+	read := 0
+	for done := false; !done; {
 		batch, err := oc.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
 		}
-		n, done := 0, false
+		n := 0
 		for m := range batch.Messages() {
 			n++
 			meta, err := m.Metadata()
@@ -425,18 +420,17 @@ func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source,
 				done = true
 				continue
 			}
-			d.inherit(s.name+"/"+m.Subject(), meta.Sequence.Stream, began)
-			inherited++
+			keys[s.name+"/"+m.Subject()] = true
+			read++
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
 		}
-		if done || n == 0 {
-			break
-		}
+		done = done || n == 0
 	}
-	in.Logger.Info("ingress: a predecessor left messages unacked; their customers' later messages wait for them",
-		"source", s.name, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", inherited,
-		"took", time.Since(began).Round(time.Millisecond))
+	d.inherit(s.name, keys, last, info.NumAckPending)
+	in.Logger.Info("ingress: a predecessor left messages unacked; their customers wait for them, up to an ack wait",
+		"source", s.name, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", read,
+		"customers", len(keys), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
