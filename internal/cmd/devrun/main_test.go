@@ -157,3 +157,28 @@ func TestCreateDemoKey(t *testing.T) {
 		}
 	}
 }
+
+func TestIngestURL(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		listening bool
+		want      string
+		wantErr   bool
+	}{
+		{name: "local server", listening: true, want: "nats://127.0.0.1:4222"},
+		{name: "no server", want: ""},
+		{name: "NATS_URL", env: map[string]string{"NATS_URL": "nats://bus:4222"}, want: "nats://bus:4222"},
+		{name: "turned off", env: map[string]string{"INGEST_ENABLED": "false", "NATS_URL": "nats://bus:4222"}, listening: true, want: ""},
+		{name: "turned on, no server", env: map[string]string{"INGEST_ENABLED": "true"}, want: ""},
+		{name: "bad switch", env: map[string]string{"INGEST_ENABLED": "maybe"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ingestURL(func(k string) string { return tt.env[k] }, func(string) bool { return tt.listening })
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("ingestURL = %q, %v; want %q, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
