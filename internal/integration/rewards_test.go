@@ -25,6 +25,7 @@ import (
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -357,15 +358,7 @@ func freeAddress(t *testing.T) string {
 }
 
 // buildWorker compiles the worker program, as deployed, into a temporary folder.
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/entityflow/entityflow/worker")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the worker: %v\n%s", err, b)
-	}
-	return out
-}
+func buildWorker(t *testing.T) string { return testenv.BuildProgram(t, testenv.WorkerPackage) }
 
 // startWorkerProcess starts the worker program against the server at
 // address and the database at db ("" gives it a SQLite file of its own), with

@@ -21,20 +21,10 @@ import (
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/ingress"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// buildWorker builds the worker program (without the race detector, which
-// would measure itself) into the test's temporary folder.
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/entityflow/entityflow/worker")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the worker: %v\n%s", err, b)
-	}
-	return out
-}
 
 // freeAddress returns a loopback address with a port nobody listens on.
 func freeAddress(t *testing.T) string {
@@ -134,7 +124,7 @@ func handledIn(m map[string]float64) float64 {
 func TestIngressSIGKILLedMidStream(t *testing.T) {
 	_, js := natsJetStream(t)
 	srv := devserver.ForTest(t, devserver.Options{})
-	bin := buildWorker(t)
+	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
 	e := &env{t: t, js: js, cfg: testConfig()}
 	e.deleteStreamsAtEnd()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
