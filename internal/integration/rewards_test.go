@@ -25,8 +25,8 @@ import (
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/histories"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -25,7 +25,6 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-
 // freeAddress returns a loopback address with a port nobody listens on.
 func freeAddress(t *testing.T) string {
 	t.Helper()
