@@ -107,8 +107,11 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
 			}
 		}
-		if ic.Retry.MaxDeliveries < 0 {
+		switch {
+		case ic.Retry.MaxDeliveries < 0:
 			return fmt.Errorf("-ingest-max-deliveries must be 0 (never give up) or more, not %d", ic.Retry.MaxDeliveries)
+		case ic.Retry.MaxDeliveries == 0:
+			ic.Retry.MaxDeliveries = ingress.NeverGiveUp // 0 in a Config means the default
 		}
 		if ic.AckWait < time.Second {
 			return fmt.Errorf("-ingest-ack-wait must be at least 1s, not %v", ic.AckWait)

@@ -46,7 +46,7 @@ func TestParseIngestConfig(t *testing.T) {
 			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Workers == 8
 		}},
 		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.ingest.enabled }},
-		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == 0 }},
+		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == ingress.NeverGiveUp }},
 		{name: "settings unchecked while off", args: []string{"-ingest-workers", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
 		{name: "nothing to do", args: []string{"-task-queues", "none"}, wantErr: "nothing to do"},
 		{name: "bad switch in the environment", env: map[string]string{"INGEST_ENABLED": "yes please"}, wantErr: "INGEST_ENABLED"},

@@ -297,10 +297,16 @@ func run() error {
 	// updates it has in flight can still complete here.
 	ingressDone, err := startIngress(ctx, cfg.ingest, c, opts.DataConverter, st, reg, logger)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for NATS
+		}
 		return err
 	}
 	select {
-	case err := <-ingressDone: // it could not start
+	case err := <-ingressDone: // it could not start, or was stopped while starting
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	case <-ctx.Done():
 	}

@@ -93,11 +93,16 @@ type RetryPolicy struct {
 	// doubles with every further delivery up to Max (default 1 min).
 	Base, Max time.Duration
 	// MaxDeliveries dead-letters a message whose failure nobody recognises
-	// after this many deliveries (0: never). Transient failures (Temporal
-	// unavailable or busy, an outcome not yet known) are retried however
-	// long they last: the message can still be applied.
+	// after this many deliveries (0: the default, 100; NeverGiveUp: never).
+	// Transient failures (Temporal unavailable or busy, an outcome not yet
+	// known) are retried however long they last: the message can still be
+	// applied.
 	MaxDeliveries int
 }
+
+// NeverGiveUp is the RetryPolicy.MaxDeliveries that retries an unexplained
+// failure for ever.
+const NeverGiveUp = -1
 
 // Delay returns the wait before the next delivery of a message delivered
 // deliveries times.

@@ -450,14 +450,27 @@ func (d *dispatcher) work(ctx context.Context) {
 		case <-d.quit:
 			return
 		case key := <-d.ready:
-			if d.stopping() {
-				return // stop nacks the queued jobs
-			}
-			j := d.next(key)
-			d.handle(ctx, j)
-			if d.done(j) {
-				d.makeReady(key)
-			}
+			d.serve(ctx, key)
+		}
+	}
+}
+
+// serve handles key's queued jobs: one, then the key goes back on the ready
+// list behind the others; only if the list is full (a consumer whose
+// MaxAckPending was raised behind this process's back) does the worker go
+// on with the key itself, for a worker must never wait on the list it alone
+// drains.
+func (d *dispatcher) serve(ctx context.Context, key string) {
+	for !d.stopping() { // when stopping, stop nacks the queued jobs
+		j := d.next(key)
+		d.handle(ctx, j)
+		if !d.done(j) {
+			return
+		}
+		select {
+		case d.ready <- key:
+			return
+		default:
 		}
 	}
 }

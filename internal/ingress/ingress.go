@@ -141,8 +141,9 @@ func (in *Ingress) Run(ctx context.Context) error {
 				in.Logger.Warn("ingress: consuming", "source", s.name, "stream", s.stream, "error", err)
 			}))
 		if err != nil {
-			d.stop(cfg.StopTimeout, cancelProc)
+			d.closeQuit()
 			stopConsuming()
+			d.stop(cfg.StopTimeout, cancelProc)
 			return fmt.Errorf("ingress: consuming %s: %w", s.stream, err)
 		}
 		running = append(running, cc)
@@ -422,11 +423,16 @@ func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source,
 			}
 			keys[s.name+"/"+m.Subject()] = true
 			read++
+			done = done || meta.Sequence.Stream == last
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
 		}
-		done = done || n == 0
+		if n == 0 && !done { // the rest of the range is gone from the stream (its limits)
+			in.Logger.Warn("ingress: the stream ended before the predecessor's last delivery; read what there was",
+				"source", s.name, "delivered", last, "read", read)
+			done = true
+		}
 	}
 	d.inherit(s.name, keys, last, info.NumAckPending)
 	in.Logger.Info("ingress: a predecessor left messages unacked; their customers wait for them, up to an ack wait",
