@@ -636,3 +636,62 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 		t.Errorf("%d dead letters, want none; the first: %v", len(dl), dl[0].Headers())
 	}
 }
+
+// With JetStream's own duplicate window at its default (2 minutes): a copy
+// published inside it is dropped by JetStream, and one published after it,
+// with the same Nats-Msg-Id or (for an event with its own key) another one,
+// is stored again and reaches the ingress, which counts it as a duplicate:
+// the entity's window, not JetStream's, makes it count once. The test
+// waits out the window: about two minutes, mostly idle.
+func TestRedeliveryAfterDefaultDuplicateWindow(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.StreamDuplicates = 0
+	reg := prometheus.NewRegistry()
+	e.start(reg)
+	ctx := background(t)
+	info, err := e.js.Stream(ctx, e.cfg.PointsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := info.CachedInfo().Config.Duplicates
+	if window != 2*time.Minute {
+		t.Fatalf("the points stream's duplicate window is %v, want JetStream's default of 2 minutes", window)
+	}
+	subject := ingress.PointsSubject(e.cfg.PointsPrefix, "default", "window-1")
+	byHeader := []byte(`{"activity":"purchase","points":7}`)
+	byKey := []byte(`{"dedup_key":"own-1","activity":"purchase","points":5}`)
+	publish := func(body []byte, msgID string) bool {
+		m := nats.NewMsg(subject)
+		m.Data = body
+		m.Header.Set(nats.MsgIdHdr, msgID)
+		ack, err := e.js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !ack.Duplicate
+	}
+	first := time.Now()
+	if !publish(byHeader, "hdr-1") || !publish(byKey, "own-1-a") {
+		t.Fatal("a first copy was dropped")
+	}
+	if publish(byHeader, "hdr-1") {
+		t.Fatal("a copy inside the duplicate window was stored")
+	}
+	handled := func(outcome string) float64 {
+		return counter(t, reg, "ingest_handled_total", map[string]string{"source": ingress.SourcePoints, "outcome": outcome})
+	}
+	waitFor(t, "the first copies applied", time.Minute, func() (bool, error) { return handled(ingress.OutcomeApplied) == 2, nil })
+
+	time.Sleep(time.Until(first.Add(window + 5*time.Second)))
+	if !publish(byHeader, "hdr-1") || !publish(byKey, "own-1-b") {
+		t.Fatal("a copy after the duplicate window was dropped")
+	}
+	waitFor(t, "the late copies handled", time.Minute, func() (bool, error) { return handled(ingress.OutcomeDuplicate) == 2, nil })
+	st, err := e.rewards.Status(ctx, "window-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Points != 12 || st.EventCount != 2 || handled(ingress.OutcomeApplied) != 2 {
+		t.Errorf("%d points, %d events, %v applied; want 12, 2, 2", st.Points, st.EventCount, handled(ingress.OutcomeApplied))
+	}
+}
