@@ -61,13 +61,7 @@ type keyState struct {
 	// back. A message later than the earliest of them is nacked again
 	// when it arrives, so that none overtakes it, whatever order
 	// JetStream's redelivery timers bring them back in.
-	waiting map[uint64]waitEntry
-}
-
-// waitEntry is a message a key waits for: due back at due, given up at
-// expire (it was acked elsewhere, or deleted from the stream).
-type waitEntry struct {
-	due, expire time.Time
+	waiting map[uint64]time.Time
 }
 
 // idle reports whether the key can be forgotten.
@@ -76,11 +70,12 @@ func (ks *keyState) idle(now time.Time) bool {
 }
 
 // firstWaiting returns the earliest sequence the key waits for and when it
-// is due back, and how many waiting messages come before seq; it drops the
-// entries past their expiry.
-func (ks *keyState) firstWaiting(now time.Time, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
-	for s, w := range ks.waiting {
-		if now.After(w.expire) {
+// is due back, and how many waiting messages come before seq. An entry long
+// overdue (the message was acked elsewhere, or deleted from the stream) is
+// given up after grace.
+func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
+	for s, at := range ks.waiting {
+		if now.After(at.Add(grace)) {
 			delete(ks.waiting, s)
 			continue
 		}
@@ -88,19 +83,18 @@ func (ks *keyState) firstWaiting(now time.Time, seq uint64) (first uint64, due t
 			ahead++
 		}
 		if !ok || s < first {
-			first, due, ok = s, w.due, true
+			first, due, ok = s, at, true
 		}
 	}
 	return first, due, ahead, ok
 }
 
-// wait records that the message seq is due back at due, and is given up
-// at expire.
-func (ks *keyState) wait(seq uint64, due, expire time.Time) {
+// wait records that the message seq was nacked for delay.
+func (ks *keyState) wait(seq uint64, now time.Time, delay time.Duration) {
 	if ks.waiting == nil {
-		ks.waiting = map[uint64]waitEntry{}
+		ks.waiting = map[uint64]time.Time{}
 	}
-	ks.waiting[seq] = waitEntry{due: due, expire: expire}
+	ks.waiting[seq] = now.Add(delay)
 }
 
 // dispatcher queues jobs per key and hands keys with work to a pool of
@@ -207,10 +201,10 @@ const minOrderDelay = 50 * time.Millisecond
 // before its key stops holding later messages back for it.
 func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
 
-// nacked records that j's message was nacked for delay: its key waits for it.
+// nacked records that the message seq was nacked for delay (capped as nak
+// caps it): its key waits for it.
 func (d *dispatcher) nacked(ks *keyState, seq uint64, now time.Time, delay time.Duration) {
-	due := now.Add(d.capDelay(delay))
-	ks.wait(seq, due, due.Add(d.waitGrace()))
+	ks.wait(seq, now, d.capDelay(delay))
 }
 
 // inheritGrace is how long past the ack wait the messages a predecessor
@@ -330,7 +324,7 @@ func (d *dispatcher) submit(j *job) {
 	// the messages ahead of it in the key's line (held, and waiting with
 	// smaller sequences) times the recent time to apply one.
 	delay := time.Duration(0)
-	first, due, ahead, waiting := ks.firstWaiting(now, seq)
+	first, due, ahead, waiting := ks.firstWaiting(now, d.waitGrace(), seq)
 	turn := time.Duration(ks.held+ahead-d.cfg.MaxPerCustomer+1) * d.applyTime()
 	switch {
 	case waiting && seq > first:
@@ -634,7 +628,7 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		}
 		now := time.Now()
 		for k, ks := range d.keys {
-			ks.firstWaiting(now, 0) // drops what is long overdue
+			ks.firstWaiting(now, d.waitGrace(), 0) // drops what is long overdue
 			if ks.idle(now) {
 				delete(d.keys, k)
 			}

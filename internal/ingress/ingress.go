@@ -68,10 +68,9 @@ type source struct {
 }
 
 // Run creates the streams and consumers that are missing, learns which point
-// events an earlier holder of the durable left unacked (inheritUnacked),
-// and consumes until
-// ctx ends; then it stops taking messages, nacks those it has not started
-// and gives those in flight StopTimeout to finish. It returns an error only
+// events an earlier holder of the durable left unacked (inheritUnacked), and
+// consumes until ctx ends; then it stops taking messages, nacks those it has
+// not started and gives those in flight StopTimeout to finish. It returns an error only
 // when it could not start.
 func (in *Ingress) Run(ctx context.Context) error {
 	cfg := in.Config.withDefaults()
