@@ -125,6 +125,30 @@ func waitSettled(t *testing.T, msgs ...*fakeMsg) {
 	}
 }
 
+// applyLog records the stream sequences of the messages applied, in the
+// order they were.
+type applyLog struct {
+	mu   sync.Mutex
+	seqs []uint64
+}
+
+// applied returns an apply func for m that records it and succeeds.
+func (l *applyLog) applied(m *fakeMsg) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		l.mu.Lock()
+		l.seqs = append(l.seqs, m.meta.Sequence.Stream)
+		l.mu.Unlock()
+		return OutcomeApplied, nil
+	}
+}
+
+// order prints the sequences applied so far, such as "[1 2 3]".
+func (l *applyLog) order() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.seqs)
+}
+
 // A key's messages are handled one at a time in the order they came; keys
 // run in parallel; every message is acked once.
 func TestDispatcherOrdersPerKey(t *testing.T) {
@@ -353,16 +377,8 @@ func TestDispatcherStopNacksQueued(t *testing.T) {
 func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 	h := newHarness(t, Config{Workers: 1, MaxPerCustomer: 1, DeferDelay: 20 * time.Millisecond})
 	release := make(chan struct{})
-	var order []uint64
-	var mu sync.Mutex
-	applied := func(m *fakeMsg) func(context.Context) (string, error) {
-		return func(context.Context) (string, error) {
-			mu.Lock()
-			order = append(order, m.meta.Sequence.Stream)
-			mu.Unlock()
-			return OutcomeApplied, nil
-		}
-	}
+	var log applyLog
+	applied := log.applied
 	a1 := newFakeMsg("a", 1)
 	h.submit(a1, "a", func(context.Context) (string, error) { <-release; return applied(a1)(context.Background()) })
 	a2 := newFakeMsg("a", 2)
@@ -388,10 +404,8 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 			t.Errorf("%v: want ack once its turn came", m)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(order) != "[1 2 3]" {
-		t.Errorf("applied in order %v, want [1 2 3]", order)
+	if got := log.order(); got != "[1 2 3]" {
+		t.Errorf("applied in order %v, want [1 2 3]", got)
 	}
 }
 
@@ -401,16 +415,8 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 // in stream order.
 func TestDispatcherParksInheritedCustomers(t *testing.T) {
 	h := newHarness(t, Config{Workers: 2, AckWait: time.Minute})
-	var mu sync.Mutex
-	var order []uint64
-	applied := func(m *fakeMsg) func(context.Context) (string, error) {
-		return func(context.Context) (string, error) {
-			mu.Lock()
-			order = append(order, m.meta.Sequence.Stream)
-			mu.Unlock()
-			return OutcomeApplied, nil
-		}
-	}
+	var log applyLog
+	applied := log.applied
 	// a5 and a7 were unacked, a6 acked; all three in the range up to 7.
 	h.d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 2)
 
@@ -437,10 +443,8 @@ func TestDispatcherParksInheritedCustomers(t *testing.T) {
 			t.Errorf("%v: want ack", m)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(order) != "[9 5 7 9]" {
-		t.Errorf("applied in order %v, want c9, then a5, a7, a9", order)
+	if got := log.order(); got != "[9 5 7 9]" {
+		t.Errorf("applied in order %v, want c9, then a5, a7, a9", got)
 	}
 }
 

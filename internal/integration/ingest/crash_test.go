@@ -1,22 +1,23 @@
 package ingest_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/ingress"
@@ -63,46 +64,36 @@ func (p *proc) signal(sig syscall.Signal) {
 	<-p.done
 }
 
-// scrape reads the counters and gauges of a /metrics endpoint, summed over
-// every series of a name whose labels include those given as
-// `name{label="value",...}` keys; it returns nil while the endpoint does not
-// answer.
-func scrape(addr string) map[string]float64 {
+// scrape reads the metric families of a /metrics endpoint; nil while it
+// does not answer.
+func scrape(addr string) []*dto.MetricFamily {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		series := line[:i]
-		out[series] = v
-		if j := strings.IndexByte(series, '{'); j >= 0 {
-			out[series[:j]] += v
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
 	}
-	return out
+	families := make([]*dto.MetricFamily, 0, len(byName))
+	for _, f := range byName {
+		families = append(families, f)
+	}
+	return families
+}
+
+// has reports whether families holds one named name.
+func has(families []*dto.MetricFamily, name string) bool {
+	return slices.ContainsFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name })
 }
 
 // handledIn sums ingest_handled_total of the points source in a scrape.
-func handledIn(m map[string]float64) float64 {
+func handledIn(families []*dto.MetricFamily) float64 {
 	var n float64
 	for _, o := range []string{ingress.OutcomeApplied, ingress.OutcomeDuplicate, ingress.OutcomeDeadLettered} {
-		n += m[fmt.Sprintf(`ingest_handled_total{outcome=%q,source=%q}`, o, ingress.SourcePoints)]
+		n += sum(families, "ingest_handled_total", map[string]string{"outcome": o, "source": ingress.SourcePoints})
 	}
 	return n
 }
@@ -145,8 +136,7 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 		addr := freeAddress(t)
 		p := startProc(t, bin, append(ingestArgs, "-metrics-addr", addr)...)
 		waitFor(t, "the ingress's streams and /metrics", time.Minute, func() (bool, error) {
-			m := scrape(addr)
-			if _, ok := m["ingest_held_messages"]; !ok {
+			if !has(scrape(addr), "ingest_held_messages") {
 				return false, nil
 			}
 			_, err := js.Stream(ctx, e.cfg.PointsStream)
@@ -301,9 +291,9 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 		restarted.Sub(killedAt).Round(time.Millisecond), firstAck.Round(time.Millisecond), info.NumPending+uint64(info.NumAckPending),
 		drained.Round(time.Millisecond), ackWait, handledIn(after), handledIn(after)/drained.Seconds())
 
-	for _, series := range []string{"ingest_consumed_total", "ingest_handled_total", "ingest_consumer_pending_messages", "ingest_lag_seconds_count", "temporal_request"} {
-		if _, ok := after[series]; !ok {
-			t.Errorf("the worker's /metrics lacks %s", series)
+	for _, name := range []string{"ingest_consumed_total", "ingest_handled_total", "ingest_consumer_pending_messages", "ingest_lag_seconds", "temporal_request"} {
+		if !has(after, name) {
+			t.Errorf("the worker's /metrics lacks %s", name)
 		}
 	}
 

@@ -220,24 +220,32 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// counter reads a counter of reg with the given labels (0 when absent).
+// counter sums the counters of reg named name whose labels include those
+// given (0 when there are none).
 func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sum(families, name, labels)
+}
+
+// sum adds up the counters and gauges of families named name whose labels
+// include those given.
+func sum(families []*dto.MetricFamily, name string, labels map[string]string) float64 {
+	var total float64
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			if matches(m, labels) {
-				return m.GetCounter().GetValue()
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
-	return 0
+	return total
 }
 
 func matches(m *dto.Metric, labels map[string]string) bool {
