@@ -34,12 +34,6 @@ type ingestConfig struct {
 // (or NATS_URL) environment variable read by getenv. The returned func
 // checks what was parsed; call it after fs.Parse.
 func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfig) func() error {
-	envOr := func(key, fallback string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return fallback
-	}
 	var envErrs []error
 	envNum := func(key string, fallback int) int {
 		n, err := envInt(getenv, key, fallback)
@@ -70,15 +64,15 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	ic := &c.ingress
 	var tenants string
 	fs.BoolVar(&c.enabled, "ingest", enabled, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that (env INGEST_ENABLED)")
-	fs.StringVar(&c.natsURL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
-	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr("INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
-	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr("INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
-	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr("INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events (env INGEST_POINTS_DURABLE)")
-	fs.StringVar(&ic.EventsStream, "ingest-events-stream", envOr("INGEST_EVENTS_STREAM", ingress.DefaultEventsStream), "JetStream `stream` of event envelopes, or off (env INGEST_EVENTS_STREAM)")
-	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", envOr("INGEST_EVENTS_PREFIX", ingress.DefaultEventsPrefix), "subject `prefix` of event envelopes: {prefix}.{tenant}[.more] (env INGEST_EVENTS_PREFIX)")
-	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", envOr("INGEST_EVENTS_DURABLE", ingress.DefaultEventsDurable), "durable consumer `name` of event envelopes (env INGEST_EVENTS_DURABLE)")
-	fs.StringVar(&ic.DeadLetterStream, "ingest-dead-letter-stream", envOr("INGEST_DEAD_LETTER_STREAM", ingress.DefaultDeadLetterStream), "JetStream `stream` of dead letters (env INGEST_DEAD_LETTER_STREAM)")
-	fs.StringVar(&ic.DeadLetterPrefix, "ingest-dead-letter-prefix", envOr("INGEST_DEAD_LETTER_PREFIX", ingress.DefaultDeadLetterPrefix), "subject `prefix` of dead letters: {prefix}.{original subject} (env INGEST_DEAD_LETTER_PREFIX)")
+	fs.StringVar(&c.natsURL, "nats-url", envOr(getenv, "NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
+	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr(getenv, "INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
+	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr(getenv, "INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
+	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr(getenv, "INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events (env INGEST_POINTS_DURABLE)")
+	fs.StringVar(&ic.EventsStream, "ingest-events-stream", envOr(getenv, "INGEST_EVENTS_STREAM", ingress.DefaultEventsStream), "JetStream `stream` of event envelopes, or off (env INGEST_EVENTS_STREAM)")
+	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", envOr(getenv, "INGEST_EVENTS_PREFIX", ingress.DefaultEventsPrefix), "subject `prefix` of event envelopes: {prefix}.{tenant}[.more] (env INGEST_EVENTS_PREFIX)")
+	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", envOr(getenv, "INGEST_EVENTS_DURABLE", ingress.DefaultEventsDurable), "durable consumer `name` of event envelopes (env INGEST_EVENTS_DURABLE)")
+	fs.StringVar(&ic.DeadLetterStream, "ingest-dead-letter-stream", envOr(getenv, "INGEST_DEAD_LETTER_STREAM", ingress.DefaultDeadLetterStream), "JetStream `stream` of dead letters (env INGEST_DEAD_LETTER_STREAM)")
+	fs.StringVar(&ic.DeadLetterPrefix, "ingest-dead-letter-prefix", envOr(getenv, "INGEST_DEAD_LETTER_PREFIX", ingress.DefaultDeadLetterPrefix), "subject `prefix` of dead letters: {prefix}.{original subject} (env INGEST_DEAD_LETTER_PREFIX)")
 	fs.DurationVar(&ic.StreamDuplicates, "ingest-stream-duplicates", envDuration("INGEST_STREAM_DUPLICATES", 0), "JetStream's duplicate `window` of the streams the ingress creates; 0 for JetStream's 2 minutes; the ingress does not rely on it (env INGEST_STREAM_DUPLICATES)")
 	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", envNum("INGEST_MAX_ACK_PENDING", 1000), "messages delivered and not yet acked, per consumer (env INGEST_MAX_ACK_PENDING)")
 	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")

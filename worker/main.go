@@ -108,12 +108,6 @@ func (c config) versioned() bool { return c.version != worker.WorkerDeploymentVe
 // parseConfig reads the flags in args over the environment read by getenv;
 // help and flag errors go to output.
 func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
-	envOr := func(key, fallback string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return fallback
-	}
 	cacheDefault, err := envInt(getenv, "STICKY_CACHE_SIZE", 2000)
 	if err != nil {
 		return config{}, err
@@ -127,12 +121,12 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.StringVar(&c.address, "address", getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")")
 	fs.StringVar(&c.namespace, "namespace", getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)")
-	fs.StringVar(&c.queues, "task-queues", envOr("TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll, or none (with -ingest: an ingress only) (env TASK_QUEUES)")
+	fs.StringVar(&c.queues, "task-queues", envOr(getenv, "TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll, or none (with -ingest: an ingress only) (env TASK_QUEUES)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
-	fs.StringVar(&c.logLevel, "log-level", envOr("LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
+	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
 	fs.IntVar(&c.cacheSize, "sticky-cache-size", cacheDefault, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB (env STICKY_CACHE_SIZE)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", envOr(getenv, "METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
 	fs.StringVar(&c.version.DeploymentName, "deployment-name", getenv("WORKER_DEPLOYMENT_NAME"), "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned (env WORKER_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.version.BuildID, "build-id", getenv("WORKER_BUILD_ID"), "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code (env WORKER_BUILD_ID)")
 	fs.IntVar(&c.rewardsRelease, "rewards-release", releaseDefault, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning) (env REWARDS_RELEASE)", workflows.RewardsRelease))
@@ -363,6 +357,15 @@ func newWorker(c client.Client, st *store.Store, queue, namespace string, opts w
 	default:
 		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
 	}
+}
+
+// envOr reads the environment variable key, or returns fallback when it is
+// unset or empty.
+func envOr(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
 }
 
 // envInt reads an integer from the environment variable key, or returns
