@@ -37,6 +37,12 @@ type job struct {
 	// order they came (a customer's subject; an event's ID).
 	key      string
 	dedupKey string
+	// subject is the one the message was published on (a point event's
+	// stored subject holds its partition too).
+	subject string
+	// lease is the partition's pin the message was delivered under; nil
+	// for envelopes. Once lost, the message is no longer kept alive.
+	lease *lease
 	// err is a Rejection found while preparing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
@@ -56,6 +62,8 @@ type keyState struct {
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
+	// consumer is the durable consumer that delivers the key's messages.
+	consumer string
 	// waiting holds the stream sequences of the key's messages nacked to
 	// keep order (deferred or backing off), each with the time it is due
 	// back. A message later than the earliest of them is nacked again
@@ -113,8 +121,8 @@ type dispatcher struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyState
-	// inh, while not nil, parks the messages of the keys it covers.
-	inh          *inheritance
+	// inhs, by consumer, park the messages of the keys they cover.
+	inhs         map[string]*inheritance
 	inheritGrace time.Duration
 	jobs         map[*job]struct{}
 	// avgApply is a moving average of the time to apply a message.
@@ -142,10 +150,12 @@ func (d *dispatcher) observeApply(took time.Duration) {
 
 func newDispatcher(in *Ingress, cfg Config) *dispatcher {
 	// A key is on the ready list at most once and only while it holds a
-	// job, and JetStream delivers at most MaxAckPending per consumer
-	// (points and events): room for every key that can have work.
-	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, 2*cfg.MaxAckPending+cfg.Workers),
-		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace}
+	// job, and JetStream delivers at most MaxAckPending per consumer (a
+	// partition's, the unpartitioned one's, the envelopes'): room for every
+	// key that can have work.
+	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, (cfg.Partitions+2)*cfg.MaxAckPending+cfg.Workers),
+		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace,
+		inhs: map[string]*inheritance{}}
 }
 
 // start runs the Workers and the keep-alive loop on ctx, which
@@ -168,9 +178,9 @@ func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
 	d.wg.Wait()
 	d.mu.Lock()
 	var queued []*job
-	if d.inh != nil {
-		d.inh.timer.Stop()
-		d.inh = nil
+	for c, inh := range d.inhs {
+		inh.timer.Stop()
+		delete(d.inhs, c)
 	}
 	for _, ks := range d.keys {
 		queued = append(queued, ks.queue...)
@@ -212,19 +222,21 @@ func (d *dispatcher) nacked(ks *keyState, seq uint64, now time.Time, delay time.
 // about a second at most.
 const inheritGrace = 5 * time.Second
 
-// inheritance is what a process knows, when it starts, of the messages its
-// predecessor on the durable consumer (a process that died or lost its
-// connection) was delivered and may not have acked: the sequences between
-// the consumer's ack floor and its last delivery. Those not acked come again
-// within an ack wait (the predecessor's naks were capped by it too,
-// capDelay), after newer messages that were never delivered; there is no
-// telling which of them were acked. So every message of a customer with one
-// in that range is parked until all that were unacked have come back (as
-// many as the consumer's ack-pending count at the start), or the ack wait
-// and inheritGrace are over; then each customer's parked messages go on in
-// stream order. Other customers are not held back.
+// inheritance is what a process knows, when it gains a consumer's pin, of
+// the messages its predecessor on the consumer (a process that gave the
+// partition up, died or lost its connection) was delivered and may not have
+// acked: the sequences between the consumer's ack floor and its last
+// delivery. Those not acked come again within an ack wait (the predecessor's
+// naks were capped by it too, capDelay; a predecessor that lost the pin
+// stops keeping its messages alive), after newer messages that were never
+// delivered; there is no telling which of them were acked. So every message
+// of a customer with one in that range is parked until all that were
+// unacked have come back (as many as the consumer's ack-pending count when
+// the pin was gained, which counts the messages already delivered to this
+// process too), or the ack wait and inheritGrace are over; then each
+// customer's parked messages go on in stream order. Other customers are not
+// held back.
 type inheritance struct {
-	source  string
 	keys    map[string]bool
 	last    uint64
 	unacked int
@@ -232,53 +244,70 @@ type inheritance struct {
 	timer   *time.Timer
 }
 
-// inherit starts an inheritance for source: keys are those of the messages
-// in the range up to last, of which unacked were not acked at the start.
-func (d *dispatcher) inherit(source string, keys map[string]bool, last uint64, unacked int) {
+// inherit starts an inheritance for consumer: keys are those of the
+// messages in the range up to last, of which unacked were not acked when
+// the pin was gained.
+func (d *dispatcher) inherit(consumer string, keys map[string]bool, last uint64, unacked int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.inh = &inheritance{source: source, keys: keys, last: last, unacked: unacked, back: map[uint64]bool{}}
-	d.inh.timer = time.AfterFunc(d.cfg.AckWait+d.inheritGrace, d.endInheritance)
+	if old := d.inhs[consumer]; old != nil {
+		old.timer.Stop()
+	}
+	inh := &inheritance{keys: keys, last: last, unacked: unacked, back: map[uint64]bool{}}
+	inh.timer = time.AfterFunc(d.cfg.AckWait+d.inheritGrace, func() { d.endInheritance(consumer, inh) })
+	d.inhs[consumer] = inh
 }
 
 // park holds j if an inheritance covers its key, and ends the inheritance
 // once every unacked message has come back; d.mu is held. It returns the
 // keys to put on the ready list.
 func (d *dispatcher) park(ks *keyState, j *job) (parked bool, ready []string) {
-	inh := d.inh
-	if inh == nil || j.src.name != inh.source || !inh.keys[j.key] {
+	inh := d.inhs[j.meta.Consumer]
+	if inh == nil {
 		return false, nil
+	}
+	if seq := j.meta.Sequence.Stream; seq <= inh.last {
+		inh.back[seq] = true
+	}
+	if !inh.keys[j.key] {
+		if len(inh.back) >= inh.unacked {
+			ready = d.unpark(j.meta.Consumer)
+		}
+		return false, ready
 	}
 	ks.held++
 	ks.parked = append(ks.parked, j)
 	d.jobs[j] = struct{}{}
-	if seq := j.meta.Sequence.Stream; seq <= inh.last && j.meta.NumDelivered > 1 {
-		inh.back[seq] = true
-	}
 	if len(inh.back) >= inh.unacked {
-		ready = d.unpark()
+		ready = d.unpark(j.meta.Consumer)
 	}
 	return true, ready
 }
 
-// endInheritance lets the parked messages go, the inheritance's time over.
-func (d *dispatcher) endInheritance() {
+// endInheritance lets the parked messages of inh go, its time over.
+func (d *dispatcher) endInheritance(consumer string, inh *inheritance) {
 	d.mu.Lock()
-	ready := d.unpark()
+	var ready []string
+	if d.inhs[consumer] == inh {
+		ready = d.unpark(consumer)
+	}
 	d.mu.Unlock()
 	for _, k := range ready {
 		d.makeReady(k)
 	}
 }
 
-// unpark ends the inheritance: each key's parked messages join its queue
-// in stream order; d.mu is held. It returns the keys to put on the ready list.
-func (d *dispatcher) unpark() (ready []string) {
-	if d.inh == nil {
+// unpark ends consumer's inheritance: each key's parked messages join its
+// queue in stream order; d.mu is held. It returns the keys to put on the
+// ready list.
+func (d *dispatcher) unpark(consumer string) (ready []string) {
+	inh := d.inhs[consumer]
+	if inh == nil {
 		return nil
 	}
-	d.inh.timer.Stop()
-	for k := range d.inh.keys {
+	inh.timer.Stop()
+	delete(d.inhs, consumer)
+	for k := range inh.keys {
 		ks := d.keys[k]
 		if ks == nil || len(ks.parked) == 0 {
 			continue
@@ -291,7 +320,6 @@ func (d *dispatcher) unpark() (ready []string) {
 			ready = append(ready, k)
 		}
 	}
-	d.inh = nil
 	return ready
 }
 
@@ -309,10 +337,11 @@ func (d *dispatcher) submit(j *job) {
 	d.mu.Lock()
 	ks := d.keys[j.key]
 	if ks == nil {
-		ks = &keyState{}
+		ks = &keyState{consumer: j.meta.Consumer}
 		d.keys[j.key] = ks
 	}
-	if parked, ready := d.park(ks, j); parked {
+	parked, ready := d.park(ks, j)
+	if parked {
 		d.mu.Unlock()
 		d.in.Metrics.held.Inc()
 		for _, k := range ready {
@@ -320,6 +349,11 @@ func (d *dispatcher) submit(j *job) {
 		}
 		return
 	}
+	defer func() {
+		for _, k := range ready {
+			d.makeReady(k)
+		}
+	}()
 	// Nacked, a message comes back after about the time until its turn:
 	// the messages ahead of it in the key's line (held, and waiting with
 	// smaller sequences) times the recent time to apply one.
@@ -377,11 +411,18 @@ func (d *dispatcher) release(j *job) {
 	d.in.Metrics.held.Dec()
 }
 
-// next takes the first queued job of a ready key.
+// next takes the first queued job of a ready key; nil if a hand-over
+// (release) took them all, the key then inactive.
 func (d *dispatcher) next(key string) *job {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ks := d.keys[key]
+	if ks == nil || len(ks.queue) == 0 {
+		if ks != nil {
+			ks.active = false
+		}
+		return nil
+	}
 	j := ks.queue[0]
 	ks.queue[0] = nil
 	ks.queue = ks.queue[1:]
@@ -457,6 +498,9 @@ func (d *dispatcher) work(ctx context.Context) {
 func (d *dispatcher) serve(ctx context.Context, key string) {
 	for !d.stopping() { // when stopping, stop nacks the queued jobs
 		j := d.next(key)
+		if j == nil {
+			return
+		}
 		d.handle(ctx, j)
 		if !d.done(j) {
 			return
@@ -565,7 +609,7 @@ func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
 // between publish and ack) is dropped by the dead-letter stream's duplicate
 // window.
 func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, cause error) error {
-	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.msg.Subject())
+	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.subject)
 	m.Data = j.msg.Data()
 	for k, vs := range j.msg.Headers() {
 		if strings.HasPrefix(k, "Nats-") {
@@ -580,7 +624,7 @@ func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, caus
 	}
 	m.Header.Set(HeaderStream, j.meta.Stream)
 	m.Header.Set(HeaderSequence, seq)
-	m.Header.Set(HeaderSubject, j.msg.Subject())
+	m.Header.Set(HeaderSubject, j.subject)
 	m.Header.Set(HeaderConsumer, j.meta.Consumer)
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
 	if j.dedupKey != "" {
@@ -624,7 +668,9 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		d.mu.Lock()
 		held := make([]*job, 0, len(d.jobs))
 		for j := range d.jobs {
-			held = append(held, j)
+			if j.lease == nil || !j.lease.lost.Load() {
+				held = append(held, j)
+			}
 		}
 		now := time.Now()
 		for k, ks := range d.keys {
