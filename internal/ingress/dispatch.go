@@ -72,9 +72,10 @@ type keyState struct {
 	waiting map[uint64]time.Time
 }
 
-// idle reports whether the key can be forgotten.
+// idle reports whether the key can be forgotten. An active key stays
+// (a hand-back may have emptied its queue while it is on the ready list).
 func (ks *keyState) idle(now time.Time) bool {
-	return ks.held <= 0 && !now.Before(ks.backoff) && len(ks.waiting) == 0
+	return ks.held <= 0 && !ks.active && !now.Before(ks.backoff) && len(ks.waiting) == 0
 }
 
 // firstWaiting returns the earliest sequence the key waits for and when it

@@ -473,14 +473,15 @@ const maxInherited = 1_000_000
 // consumer's ack floor and its last delivered sequence, and starts the
 // dispatcher's inheritance over them, so that a hand-over keeps every
 // customer's order. Only headers are read.
-func (r *points) inheritUnacked(ctx context.Context, l *lane) error {
+// It returns how many messages were unacked and how many customers wait.
+func (r *points) inheritUnacked(ctx context.Context, l *lane) (unacked, customers int, err error) {
 	info, err := l.cons.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("ingress: consumer %s on stream %s: %w", l.durable, r.src.stream, err)
+		return 0, 0, fmt.Errorf("ingress: consumer %s on stream %s: %w", l.durable, r.src.stream, err)
 	}
 	floor, last := info.AckFloor.Stream, info.Delivered.Stream
 	if info.NumAckPending == 0 || last <= floor {
-		return nil
+		return 0, 0, nil
 	}
 	if last-floor > maxInherited {
 		r.in.Logger.Warn("ingress: too many messages of a predecessor to read; order after the hand-over kept for the first ones only",
@@ -493,14 +494,14 @@ func (r *points) inheritUnacked(ctx context.Context, l *lane) error {
 		OptStartSeq: floor + 1, HeadersOnly: true,
 	})
 	if err != nil {
-		return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
+		return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 	}
 	keys := map[string]bool{}
 	read := 0
 	for done := false; !done; {
-		batch, err := oc.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		batch, err := oc.FetchNoWait(500) // stored messages only: never waits for new ones
 		if err != nil {
-			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
+			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -518,7 +519,7 @@ func (r *points) inheritUnacked(ctx context.Context, l *lane) error {
 			done = done || meta.Sequence.Stream == last
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
+			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
 		if n == 0 && !done { // the rest of the range is gone from the stream (its limits)
 			r.in.Logger.Warn("ingress: the stream ended before the predecessor's last delivery; read what there was",
@@ -527,8 +528,8 @@ func (r *points) inheritUnacked(ctx context.Context, l *lane) error {
 		}
 	}
 	r.d.inherit(l.durable, keys, last, info.NumAckPending)
-	r.in.Logger.Info("ingress: messages of the partition may be unacked by its previous holder; their customers wait for them, up to an ack wait",
+	r.in.Logger.Debug("ingress: messages of the partition may be unacked by its previous holder; their customers wait for them, up to an ack wait",
 		"consumer", l.durable, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", read,
 		"customers", len(keys), "took", time.Since(began).Round(time.Millisecond))
-	return nil
+	return info.NumAckPending, len(keys), nil
 }

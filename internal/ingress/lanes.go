@@ -29,6 +29,11 @@ type lane struct {
 	durable string
 	filter  string
 	cons    jetstream.Consumer
+	// inbox holds the messages received and not yet looked at (pump), so
+	// that the consumer's callback never waits on a gain's reads: a process
+	// that stops pulling for the pin TTL loses the pin. unread counts them.
+	inbox  chan jetstream.Msg
+	unread sync.WaitGroup
 
 	mu sync.Mutex
 	cc jetstream.ConsumeContext
@@ -105,7 +110,7 @@ func (in *Ingress) startPoints(ctx, runCtx context.Context, cfg Config, d *dispa
 	r := &points{in: in, cfg: cfg, d: d, src: src, stream: stream, ctx: runCtx,
 		pull: min(cfg.MaxAckPending, max(2*cfg.Workers, 64))}
 	for p := range cfg.Partitions {
-		l := &lane{r: r, index: p, durable: partitionDurable(cfg.PointsDurable, p), filter: partitionFilter(cfg.PointsPrefix, p)}
+		l := r.newLane(p, partitionDurable(cfg.PointsDurable, p), partitionFilter(cfg.PointsPrefix, p))
 		l.cons, err = stream.CreateOrUpdateConsumer(ctx, pinnedConfig(cfg, l.durable, l.filter, fmt.Sprintf("points, partition %d of %d", p, cfg.Partitions)))
 		if err != nil {
 			return nil, fmt.Errorf("ingress: consumer %s on stream %s: %w", l.durable, src.stream, err)
@@ -131,7 +136,7 @@ func (in *Ingress) startPoints(ctx, runCtx context.Context, cfg Config, d *dispa
 // stream was partitioned just now and holds such messages that no consumer
 // had, a new one.
 func (in *Ingress) legacyLane(ctx context.Context, cfg Config, r *points, migrated bool) (*lane, error) {
-	l := &lane{r: r, index: -1, durable: cfg.PointsDurable, filter: cfg.PointsPrefix + ".>"}
+	l := r.newLane(-1, cfg.PointsDurable, cfg.PointsPrefix+".>")
 	cons, err := r.stream.Consumer(ctx, cfg.PointsDurable)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -163,6 +168,14 @@ func (in *Ingress) legacyLane(ctx context.Context, cfg Config, r *points, migrat
 	in.Logger.Info("ingress: the points stream holds messages from before it was partitioned; one process at a time drains them, then the partitions start",
 		"consumer", l.durable, "filter", l.filter)
 	return l, nil
+}
+
+// newLane returns a lane whose inbox is read until the ingress has stopped.
+func (r *points) newLane(index int, durable, filter string) *lane {
+	// JetStream delivers at most MaxAckPending of the consumer unacked.
+	l := &lane{r: r, index: index, durable: durable, filter: filter, inbox: make(chan jetstream.Msg, r.cfg.MaxAckPending+r.pull)}
+	go l.pump()
+	return l
 }
 
 // tick is how often the lanes are looked at: their pins, the processes
@@ -290,6 +303,7 @@ func (r *points) balance(ctx context.Context) {
 func (r *points) release(l *lane, ls *lease) {
 	defer l.endRelease()
 	l.stopPulling(true)
+	l.unread.Wait() // what came meanwhile is handed back
 	r.d.handBack(l.durable)
 	deadline := time.Now().Add(r.cfg.StopTimeout)
 	for r.d.holding(l.durable) > 0 && time.Now().Before(deadline) {
@@ -320,13 +334,15 @@ func (r *points) stopPulling() {
 	wg.Wait()
 }
 
-// unpinAll, once the dispatcher has stopped (nothing in flight), gives up
-// the pins this process holds, so that other processes take the partitions
-// at once rather than after the pin TTL, and leaves the processes' bucket.
+// unpinAll, once the dispatcher has stopped (nothing in flight), hands back
+// what the lanes' inboxes still hold, gives up the pins this process holds,
+// so that other processes take the partitions at once rather than after
+// the pin TTL, and leaves the processes' bucket.
 func (r *points) unpinAll() {
 	r.releases.Wait()
 	var wg sync.WaitGroup
 	for _, l := range r.lanes() {
+		l.unread.Wait()
 		if ls := l.current(); ls != nil {
 			l.lose(ls, "released")
 			wg.Go(func() { r.unpin(l) })
@@ -354,7 +370,7 @@ func (l *lane) startPulling() error {
 		return nil
 	}
 	r := l.r
-	cc, err := l.cons.Consume(l.receive,
+	cc, err := l.cons.Consume(l.enqueue,
 		jetstream.PullPriorityGroup(pinGroup),
 		jetstream.PullMaxMessages(r.pull),
 		// A live holder pulls again well within the pin TTL.
@@ -418,7 +434,28 @@ func (l *lane) endRelease() {
 	l.mu.Unlock()
 }
 
-// receive is the lane's consumer callback. A message under a pin this
+// enqueue is the lane's consumer callback: it puts the message in the
+// inbox, for pump.
+func (l *lane) enqueue(m jetstream.Msg) {
+	l.unread.Add(1)
+	l.inbox <- m
+}
+
+// pump looks at the inbox's messages in the order they came (receive)
+// until the ingress has stopped.
+func (l *lane) pump() {
+	for {
+		select {
+		case <-l.r.ctx.Done():
+			return
+		case m := <-l.inbox:
+			l.receive(m)
+			l.unread.Done()
+		}
+	}
+}
+
+// receive looks at one message of the lane. A message under a pin this
 // process did not hold yet gains the lane (gain); under a pin it lost, or
 // while the lane is given up, it is handed back.
 func (l *lane) receive(m jetstream.Msg) {
@@ -459,7 +496,8 @@ func (l *lane) gain(pin string) *lease {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 	defer cancel()
-	if err := r.inheritUnacked(ctx, l); err != nil {
+	unacked, customers, err := r.inheritUnacked(ctx, l)
+	if err != nil {
 		r.in.Logger.Warn("ingress: reading what the partition's previous holder left unacked; retrying", "consumer", l.durable, "error", err)
 		return nil
 	}
@@ -468,7 +506,8 @@ func (l *lane) gain(pin string) *lease {
 	l.lease, l.gainedAt = ls, began
 	l.mu.Unlock()
 	r.in.Metrics.partitionChanges.WithLabelValues("gained").Inc()
-	r.in.Logger.Info("ingress: holding a partition", "consumer", l.durable, "partition", l.index, "took", time.Since(began).Round(time.Millisecond))
+	r.in.Logger.Info("ingress: holding a partition; the customers of messages its previous holder may have left unacked wait for them, up to an ack wait",
+		"consumer", l.durable, "partition", l.index, "unacked", unacked, "customers_waiting", customers, "took", time.Since(began).Round(time.Millisecond))
 	return ls
 }
 

@@ -112,10 +112,10 @@ func handledIn(families []*dto.MetricFamily) float64 {
 // holds the poison messages only; the restarted process's /metrics shows the
 // ingress's series. The time to catch up after the restart is logged.
 func TestIngressSIGKILLedMidStream(t *testing.T) {
-	_, js := natsJetStream(t)
+	url, js := natsJetStream(t)
 	srv := devserver.ForTest(t, devserver.Options{})
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	e := &env{t: t, js: js, cfg: testConfig()}
+	e := &env{t: t, natsURL: url, js: js, cfg: testConfig()}
 	e.deleteStreamsAtEnd()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -127,7 +127,7 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)...)
 	const ackWait = 5 * time.Second
 	ingestArgs := append(common, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
-		"-task-queues", "none", "-ingest", "-nats-url", natsURL(),
+		"-task-queues", "none", "-ingest", "-nats-url", e.natsURL, "-ingest-pin-ttl", e.cfg.PinnedTTL.String(),
 		"-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
 		"-ingest-events-stream", "off", "-ingest-dead-letter-stream", e.cfg.DeadLetterStream,
 		"-ingest-dead-letter-prefix", e.cfg.DeadLetterPrefix, "-ingest-stream-duplicates", "1s",
@@ -261,16 +261,9 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 	sinceStart := time.Since(published)
 	first.signal(syscall.SIGKILL)
 	killedAt := time.Now()
-	cons, err := js.Consumer(ctx, e.cfg.PointsStream, e.cfg.PointsDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pendingAtKill, unackedAtKill := e.backlog(ctx)
 	t.Logf("SIGKILL after %v messages handled (%.0f/s); %d not yet delivered, %d delivered and unacked",
-		handledIn(before), handledIn(before)/sinceStart.Seconds(), info.NumPending, info.NumAckPending)
+		handledIn(before), handledIn(before)/sinceStart.Seconds(), pendingAtKill, unackedAtKill)
 
 	second, secondAddr := startIngest()
 	restarted := time.Now()
@@ -279,16 +272,13 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 		if firstAck == 0 && handledIn(scrape(secondAddr)) > 0 {
 			firstAck = time.Since(restarted)
 		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return false, err
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, nil
+		pending, unacked := e.backlog(ctx)
+		return pending == 0 && unacked == 0, nil
 	})
 	drained := time.Since(restarted)
 	after := scrape(secondAddr)
 	t.Logf("restarted %v after the kill; first ack %v after the restart; backlog of %d drained in %v (ack wait %v: what the killed process held came again after it); the restarted process handled %v (%.0f/s)",
-		restarted.Sub(killedAt).Round(time.Millisecond), firstAck.Round(time.Millisecond), info.NumPending+uint64(info.NumAckPending),
+		restarted.Sub(killedAt).Round(time.Millisecond), firstAck.Round(time.Millisecond), pendingAtKill+uint64(unackedAtKill),
 		drained.Round(time.Millisecond), ackWait, handledIn(after), handledIn(after)/drained.Seconds())
 
 	for _, name := range []string{"ingest_consumed_total", "ingest_handled_total", "ingest_consumer_pending_messages", "ingest_lag_seconds", "temporal_request"} {
