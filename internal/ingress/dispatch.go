@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,8 @@ type job struct {
 	// lease is the partition's pin the message was delivered under; nil
 	// for envelopes. Once lost, the message is no longer kept alive.
 	lease *lease
+	// acking is set once the ack is sent (ownUnacked).
+	acking atomic.Bool
 	// err is a Rejection found while preparing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
@@ -570,6 +573,7 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 func (d *dispatcher) ack(j *job, outcome string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	j.acking.Store(true)
 	if err := j.msg.DoubleAck(ctx); err != nil {
 		d.in.Logger.Warn("ingress: ack not confirmed; the message may come again (and count as a duplicate)",
 			"subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream, "error", err)

@@ -61,3 +61,48 @@ func (d *dispatcher) holding(consumer string) int {
 	}
 	return n
 }
+
+// ownUnacked returns the stream sequences of consumer's messages the
+// dispatcher holds and has not acked (nor begun to).
+func (d *dispatcher) ownUnacked(consumer string) map[uint64]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	own := map[uint64]bool{}
+	for j := range d.jobs {
+		if j.meta.Consumer == consumer && !j.acking.Load() {
+			own[j.meta.Sequence.Stream] = true
+		}
+	}
+	return own
+}
+
+// inheriting reports whether an inheritance of consumer parks messages.
+func (d *dispatcher) inheriting(consumer string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inhs[consumer] != nil
+}
+
+// settled ends consumer's inheritance when JetStream counts no more unacked
+// messages of it than this process held, unacked, both before and after it
+// asked (before, after: ownUnacked): then no earlier holder has one left,
+// every message it was delivered is acked or back here. A message in flight
+// to this process, or nacked by it, only makes the count larger (the
+// inheritance goes on); one acked meanwhile is in neither set.
+func (d *dispatcher) settled(consumer string, numAckPending int, before, after map[uint64]bool) {
+	both := 0
+	for s := range before {
+		if after[s] {
+			both++
+		}
+	}
+	if numAckPending > both {
+		return
+	}
+	d.mu.Lock()
+	ready := d.unpark(consumer)
+	d.mu.Unlock()
+	for _, k := range ready {
+		d.makeReady(k)
+	}
+}

@@ -142,3 +142,39 @@ func TestDispatcherKeepsOnlyLeasedMessagesAlive(t *testing.T) {
 		t.Errorf("the message of the lost lease was still kept alive")
 	}
 }
+
+// An inheritance ends as soon as JetStream counts no more unacked messages
+// of the consumer than this process holds unacked (before and after it
+// asked): no earlier holder has one left, even if some it was delivered
+// were acked rather than coming back.
+func TestDispatcherInheritanceSettles(t *testing.T) {
+	h := newHarness(t, Config{Workers: 2, AckWait: time.Minute})
+	var log applyLog
+	h.d.inherit("C", map[string]bool{"points/a": true}, 7, 5)
+	a9 := newFakeMsg("a", 9)
+	h.submit(a9, "points/a", log.applied(a9))
+	own := h.d.ownUnacked("C")
+	if len(own) != 1 || !own[9] {
+		t.Fatalf("ownUnacked = %v, want a9's sequence", own)
+	}
+	for _, tt := range []struct {
+		name          string
+		numAckPending int
+		before, after map[uint64]bool
+	}{
+		{"an earlier holder has one more", 2, own, own},
+		{"a9 counted before only", 1, own, map[uint64]bool{}},
+		{"a9 counted after only", 1, map[uint64]bool{}, own},
+	} {
+		h.d.settled("C", tt.numAckPending, tt.before, tt.after)
+		time.Sleep(20 * time.Millisecond)
+		if s, _ := a9.state(); s != "" || !h.d.inheriting("C") {
+			t.Fatalf("%s: the inheritance ended (a9 %v)", tt.name, a9)
+		}
+	}
+	h.d.settled("C", 1, own, own)
+	waitSettled(t, a9)
+	if h.d.inheriting("C") || log.order() != "[9]" {
+		t.Errorf("inheriting %v, applied %v; want the inheritance over and a9 applied", h.d.inheriting("C"), log.order())
+	}
+}

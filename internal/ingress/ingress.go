@@ -187,17 +187,17 @@ func (in *Ingress) Run(ctx context.Context) error {
 		"partitions", cfg.Partitions, "pin_ttl", cfg.PinnedTTL)
 
 	<-ctx.Done()
-	in.Logger.Info("ingress stopping: nacking queued messages, waiting for those in flight, then giving up the partitions", "timeout", cfg.StopTimeout)
+	in.Logger.Info("ingress stopping: giving up the partitions, nacking queued messages, waiting for those in flight", "timeout", cfg.StopTimeout)
 	stopBalancing()
 	balancing.Wait()
 	d.closeQuit()
 	if pts != nil {
-		pts.stopPulling()
+		pts.stop()
 	}
 	stopEvents()
 	d.stop(cfg.StopTimeout, cancelProc)
 	if pts != nil {
-		pts.unpinAll()
+		pts.leave()
 	}
 	return nil
 }

@@ -215,8 +215,7 @@ func (r *points) drainLegacy(ctx context.Context) bool {
 	if l == nil {
 		return false
 	}
-	asked := time.Now()
-	info, err := l.cons.Info(ctx)
+	info, err := l.info(ctx)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:
@@ -228,7 +227,6 @@ func (r *points) drainLegacy(ctx context.Context) bool {
 		}
 		r.in.Logger.Info("ingress: the messages stored before the stream was partitioned are drained; the partitions start", "consumer", l.durable)
 	default:
-		l.checkPin(info, asked)
 		r.in.Metrics.pending.WithLabelValues(SourcePoints).Set(float64(info.NumPending))
 		r.in.Metrics.ackPending.WithLabelValues(SourcePoints).Set(float64(info.NumAckPending))
 		if err := l.startPulling(); err != nil {
@@ -258,11 +256,9 @@ func (r *points) balance(ctx context.Context) {
 	var pending, ackPending float64
 	held := 0
 	for i, l := range r.parts {
-		asked := time.Now()
-		if info, err := l.cons.Info(ctx); err == nil {
+		if info, err := l.info(ctx); err == nil {
 			pending += float64(info.NumPending)
 			ackPending += float64(info.NumAckPending)
-			l.checkPin(info, asked)
 		}
 		views[i] = laneView{held: l.current() != nil, load: r.d.holding(l.durable)}
 		if views[i].held {
@@ -297,58 +293,61 @@ func (r *points) balance(ctx context.Context) {
 }
 
 // release gives up l, held under ls, to another process: it stops pulling
-// from it, hands back what is queued, lets what is in flight finish (at
-// most StopTimeout), then unpins the consumer, so that JetStream pins it to
-// another process pulling from it.
+// from it, hands back what is queued and what arrives meanwhile, no longer
+// keeps what is in flight alive, and unpins the consumer, so that JetStream
+// pins it to another process pulling from it at once. What is in flight
+// finishes here; the next holder's customers wait for it (inheritance).
 func (r *points) release(l *lane, ls *lease) {
 	defer l.endRelease()
 	l.stopPulling(true)
-	l.unread.Wait() // what came meanwhile is handed back
-	r.d.handBack(l.durable)
-	deadline := time.Now().Add(r.cfg.StopTimeout)
-	for r.d.holding(l.durable) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	l.unread.Wait()
 	l.lose(ls, "released")
-	r.unpin(l)
+	r.unpin(l, ls)
 }
 
-// unpin tells JetStream that this process no longer holds l's pin.
-func (r *points) unpin(l *lane) {
+// unpin tells JetStream that this process no longer holds l's pin, if the
+// pin is still ls's (another process's pin is left alone).
+func (r *points) unpin(l *lane, ls *lease) {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
-	if err := r.stream.UnpinConsumer(ctx, l.durable, pinGroup); err != nil {
+	info, err := l.cons.Info(ctx)
+	if err == nil {
+		if pinnedID(info) != ls.pin {
+			return
+		}
+		err = r.stream.UnpinConsumer(ctx, l.durable, pinGroup)
+	}
+	if err != nil {
 		r.in.Logger.Warn("ingress: unpinning; the partition passes on after the pin TTL", "consumer", l.durable, "error", err)
 	}
 }
 
-// stopPulling stops every lane taking messages, before the dispatcher stops.
-func (r *points) stopPulling() {
+// stop, before the dispatcher stops, stops every lane taking messages,
+// hands back what is queued and gives up the pins this process holds, so
+// that other processes take the partitions at once rather than after the
+// pin TTL; what is in flight finishes meanwhile (the dispatcher's stop).
+func (r *points) stop() {
 	var wg sync.WaitGroup
 	for _, l := range r.lanes() {
 		l.mu.Lock()
 		l.releasing = true
 		l.mu.Unlock()
-		wg.Go(func() { l.stopPulling(true) })
+		wg.Go(func() {
+			l.stopPulling(true)
+			l.unread.Wait()
+			if ls := l.current(); ls != nil {
+				l.lose(ls, "released")
+				r.unpin(l, ls)
+			}
+		})
 	}
 	wg.Wait()
 }
 
-// unpinAll, once the dispatcher has stopped (nothing in flight), hands back
-// what the lanes' inboxes still hold, gives up the pins this process holds,
-// so that other processes take the partitions at once rather than after
-// the pin TTL, and leaves the processes' bucket.
-func (r *points) unpinAll() {
+// leave, once the dispatcher has stopped, waits for releases under way and
+// leaves the processes' bucket.
+func (r *points) leave() {
 	r.releases.Wait()
-	var wg sync.WaitGroup
-	for _, l := range r.lanes() {
-		l.unread.Wait()
-		if ls := l.current(); ls != nil {
-			l.lose(ls, "released")
-			wg.Go(func() { r.unpin(l) })
-		}
-	}
-	wg.Wait()
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
 	r.members.leave(ctx)
@@ -532,16 +531,43 @@ func (l *lane) lose(ls *lease, why string) {
 	}
 }
 
+// pinnedID returns the pin of the consumer's priority group, "" if none.
+func pinnedID(info *jetstream.ConsumerInfo) string {
+	for _, g := range info.PriorityGroups {
+		if g.Group == pinGroup {
+			return g.PinnedClientID
+		}
+	}
+	return ""
+}
+
+// info reads l's consumer, loses l's lease if another pin holds it now
+// (checkPin), and ends the lane's inheritance if no earlier holder has a
+// message left (dispatcher.settled).
+func (l *lane) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	d := l.r.d
+	inheriting := d.inheriting(l.durable)
+	var before map[uint64]bool
+	if inheriting {
+		before = d.ownUnacked(l.durable)
+	}
+	asked := time.Now()
+	info, err := l.cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.checkPin(info, asked)
+	if inheriting {
+		d.settled(l.durable, info.NumAckPending, before, d.ownUnacked(l.durable))
+	}
+	return info, nil
+}
+
 // checkPin loses l's lease when the consumer's info, asked for at asked,
 // names another pin: it expired (this process did not pull for the pin TTL)
 // or was given to another process.
 func (l *lane) checkPin(info *jetstream.ConsumerInfo, asked time.Time) {
-	pinned := ""
-	for _, g := range info.PriorityGroups {
-		if g.Group == pinGroup {
-			pinned = g.PinnedClientID
-		}
-	}
+	pinned := pinnedID(info)
 	l.mu.Lock()
 	ls := l.lease
 	fresh := !asked.Before(l.gainedAt)
