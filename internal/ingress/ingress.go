@@ -197,7 +197,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	stopEvents()
 	d.stop(cfg.StopTimeout, cancelProc)
 	if pts != nil {
-		pts.leave()
+		pts.wait()
 	}
 	return nil
 }

@@ -327,6 +327,10 @@ func (r *points) unpin(l *lane, ls *lease) {
 // that other processes take the partitions at once rather than after the
 // pin TTL; what is in flight finishes meanwhile (the dispatcher's stop).
 func (r *points) stop() {
+	// Leaving first, the others count their shares without this process.
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	r.members.leave(ctx)
 	var wg sync.WaitGroup
 	for _, l := range r.lanes() {
 		l.mu.Lock()
@@ -344,13 +348,9 @@ func (r *points) stop() {
 	wg.Wait()
 }
 
-// leave, once the dispatcher has stopped, waits for releases under way and
-// leaves the processes' bucket.
-func (r *points) leave() {
+// wait, once the dispatcher has stopped, waits for releases under way.
+func (r *points) wait() {
 	r.releases.Wait()
-	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
-	defer cancel()
-	r.members.leave(ctx)
 }
 
 // lanes returns the partitions and, while there is one, the legacy lane.

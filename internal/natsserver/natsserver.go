@@ -70,9 +70,16 @@ type Options struct {
 	StoreDir string
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
-	// Setpgid starts the server in its own process group, so that a
-	// terminal's Ctrl-C reaches it only through Stop (make run).
-	Setpgid bool
+}
+
+// Args returns the arguments of a server with JetStream listening on addr
+// (host:port), its files in storeDir.
+func Args(addr, storeDir string) ([]string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: address %q: %w", addr, err)
+	}
+	return []string{"-js", "-a", host, "-p", port, "-sd", storeDir}, nil
 }
 
 // Server is a running nats-server process.
@@ -100,17 +107,16 @@ func Start(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	host, port, err := net.SplitHostPort(addr)
+	args, err := Args(addr, opts.StoreDir)
 	if err != nil {
-		return nil, fmt.Errorf("natsserver: address %q: %w", addr, err)
+		return nil, err
 	}
-	cmd := exec.Command(bin, "-js", "-a", host, "-p", port, "-sd", opts.StoreDir)
+	cmd := exec.Command(bin, args...)
 	out := opts.Log
 	if out == nil {
 		out = io.Discard
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: opts.Setpgid}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}

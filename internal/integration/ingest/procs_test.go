@@ -30,7 +30,7 @@ type proc struct {
 	done chan struct{}
 }
 
-func startProc(t *testing.T, bin string, args ...string) *proc {
+func startProc(t testing.TB, bin string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
@@ -88,7 +88,7 @@ func handledIn(families []*dto.MetricFamily) float64 {
 // NATS server: one polling the rewards task queue, and ingress-only
 // processes (worker -task-queues none -ingest) on the test's streams.
 type fleet struct {
-	t      *testing.T
+	t      testing.TB
 	e      *env
 	bin    string
 	ingest []string
@@ -108,12 +108,18 @@ type ingressProc struct {
 // comes again after it.
 const ackWait = 5 * time.Second
 
-func newFleet(t *testing.T, e *env, srv *testsuite.DevServer) *fleet {
+// newFleet builds the worker and starts the process polling the rewards
+// task queue.
+func newFleet(t testing.TB, e *env, srv *testsuite.DevServer) *fleet {
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	common := []string{"-address", srv.FrontendHostPort(), "-log-level", "error"}
-	startProc(t, bin, append(slices.Clone(common), "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
-		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)...)
+	startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
+		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)
+	return ingressFleet(t, e, srv, bin)
+}
+
+// ingressFleet runs ingress processes of bin on e's streams.
+func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string) *fleet {
 	// The ingress processes log their partitions' hand-overs (in the
 	// test's output, shown when it fails or under -v).
 	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", "info"}
