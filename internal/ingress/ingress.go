@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/activities/router"
@@ -496,35 +495,32 @@ func (r *points) inheritUnacked(ctx context.Context, l *lane) (unacked, customer
 	if err != nil {
 		return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
+	}
+	defer it.Stop()
 	keys := map[string]bool{}
 	read := 0
-	for done := false; !done; {
-		batch, err := oc.FetchNoWait(500) // stored messages only: never waits for new ones
+	for {
+		// Each message says how many the filter holds after it: the read
+		// stops at the last delivery or the stream's end, never waiting
+		// for new messages (but for a range gone meanwhile: ctx).
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			if meta.Sequence.Stream > last {
-				done = true
-				continue
-			}
-			keys[r.src.name+"/"+m.Subject()] = true
-			read++
-			done = done || meta.Sequence.Stream == last
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		meta, err := m.Metadata()
+		if err != nil {
 			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
-		if n == 0 && !done { // the rest of the range is gone from the stream (its limits)
-			r.in.Logger.Warn("ingress: the stream ended before the predecessor's last delivery; read what there was",
-				"consumer", l.durable, "delivered", last, "read", read)
-			done = true
+		if meta.Sequence.Stream > last {
+			break
+		}
+		keys[r.src.name+"/"+m.Subject()] = true
+		read++
+		if meta.Sequence.Stream == last || meta.NumPending == 0 {
+			break
 		}
 	}
 	r.d.inherit(l.durable, keys, last, info.NumAckPending)

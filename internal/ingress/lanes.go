@@ -493,7 +493,7 @@ func (l *lane) handBack(m jetstream.Msg) {
 func (l *lane) gain(pin string) *lease {
 	r := l.r
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 	defer cancel()
 	unacked, customers, err := r.inheritUnacked(ctx, l)
 	if err != nil {
