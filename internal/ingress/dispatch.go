@@ -446,15 +446,23 @@ func (d *dispatcher) done(j *job) (more bool) {
 	return more
 }
 
-// backingOff reports how long j's key still backs off after a failure, if
-// it does; j is then recorded as waiting, to be nacked for that long.
+// backingOff reports how long j's key still backs off after a failure, or
+// how long until an earlier message of the key that was nacked is due back
+// (j was queued before it was nacked: it must not overtake it once the
+// backoff is over), if either; j is then recorded as waiting, to be nacked
+// for that long.
 func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
 	if ks := d.keys[j.key]; ks != nil {
-		if left := ks.backoff.Sub(now); left > 0 {
-			d.nacked(ks, j.meta.Sequence.Stream, now, left)
+		seq := j.meta.Sequence.Stream
+		left := ks.backoff.Sub(now)
+		if first, due, _, ok := ks.firstWaiting(now, d.waitGrace(), seq); ok && first < seq {
+			left = max(left, due.Sub(now)+minOrderDelay, minOrderDelay)
+		}
+		if left > 0 {
+			d.nacked(ks, seq, now, left)
 			return left, true
 		}
 	}

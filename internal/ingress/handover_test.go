@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
 )
 
 // onConsumer makes m a delivery of consumer.
@@ -176,5 +178,48 @@ func TestDispatcherInheritanceSettles(t *testing.T) {
 	waitSettled(t, a9)
 	if h.d.inheriting("C") || log.order() != "[9]" {
 		t.Errorf("inheriting %v, applied %v; want the inheritance over and a9 applied", h.d.inheriting("C"), log.order())
+	}
+}
+
+// A message already queued behind one that failed and was nacked waits for
+// it, also once the failure's backoff is over: while the earlier message is
+// not back, the later ones are nacked behind it, never applied first.
+func TestDispatcherQueuedMessagesWaitForAnEarlierNak(t *testing.T) {
+	h := newHarness(t, Config{Workers: 1, MaxPerCustomer: 100, Retry: RetryPolicy{Base: time.Millisecond, Max: time.Millisecond}})
+	var log applyLog
+	gate := make(chan struct{})
+	a1 := newFakeMsg("a", 1)
+	h.submit(a1, "points/a", func(context.Context) (string, error) {
+		<-gate
+		return "", serviceerror.NewUnavailable("server down")
+	})
+	a2, a3 := newFakeMsg("a", 2), newFakeMsg("a", 3)
+	h.submit(a2, "points/a", log.applied(a2))
+	h.submit(a3, "points/a", log.applied(a3))
+	// Another key's slow message between a's turns: a1's backoff (1 ms) is
+	// over by the time the worker comes back to a2.
+	b1 := newFakeMsg("b", 1)
+	h.submit(b1, "points/b", func(context.Context) (string, error) { time.Sleep(20 * time.Millisecond); return OutcomeApplied, nil })
+	close(gate)
+	waitSettled(t, a1, a2, a3, b1)
+	for _, m := range []*fakeMsg{a1, a2, a3} {
+		if s, _ := m.state(); s != "nak" {
+			t.Errorf("%v: want nak, a1 not back yet", m)
+		}
+	}
+	if got := log.order(); got != "[]" {
+		t.Fatalf("applied %v before a1 came back", got)
+	}
+	// They come back, a1 first: applied in order.
+	var again []*fakeMsg
+	for _, m := range []*fakeMsg{a1, a2, a3} {
+		r := newFakeMsg("a", m.meta.Sequence.Stream)
+		r.meta.NumDelivered = 2
+		h.submit(r, "points/a", log.applied(r))
+		again = append(again, r)
+	}
+	waitSettled(t, again...)
+	if got := log.order(); got != "[1 2 3]" {
+		t.Errorf("applied in order %v, want [1 2 3]", got)
 	}
 }

@@ -347,7 +347,32 @@ func (in *Ingress) receive(d *dispatcher, s *source, m jetstream.Msg, ls *lease)
 		in.Metrics.pending.WithLabelValues(s.name).Set(float64(meta.NumPending))
 	}
 	s.prepare(j)
+	if in.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		traceJob(in.Logger, j)
+	}
 	d.submit(j)
+}
+
+// traceJob logs, at debug level, the message's arrival and its handling's
+// start and end.
+func traceJob(log *slog.Logger, j *job) {
+	pin := ""
+	if j.lease != nil {
+		pin = j.lease.pin
+	}
+	log = log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream, "deliveries", j.meta.NumDelivered,
+		"consumer", j.meta.Consumer, "pin", pin, "dedup_key", j.dedupKey)
+	log.Debug("ingress: received")
+	apply := j.apply
+	if apply == nil {
+		return
+	}
+	j.apply = func(ctx context.Context) (string, error) {
+		log.Debug("ingress: applying")
+		outcome, err := apply(ctx)
+		log.Debug("ingress: applied", "outcome", outcome, "error", err)
+		return outcome, err
+	}
 }
 
 // preparePoint reads a point event: its tenant and customer from the

@@ -126,6 +126,7 @@ func (in *Ingress) startPoints(ctx, runCtx context.Context, cfg Config, d *dispa
 	if r.members, err = joinMembers(ctx, in.JS, membersBucket(cfg), cfg.PinnedTTL); err != nil {
 		return nil, err
 	}
+	in.Logger = in.Logger.With("process", r.members.key)
 	return r, nil
 }
 

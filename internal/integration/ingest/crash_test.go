@@ -30,7 +30,7 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 	defer cancel()
 	c := srv.Client()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
-	f := newFleet(t, e, srv)
+	f := newFleet(t, e, srv, testLoad...)
 	unenrollGone(t, ctx, c, rc)
 
 	procs := []*ingressProc{f.start("a"), f.start("b"), f.start("c")}

@@ -108,27 +108,33 @@ type ingressProc struct {
 // comes again after it.
 const ackWait = 5 * time.Second
 
+// testLoad are the flags of the tests' ingress processes: fewer messages
+// applied at once and held per partition than in production, so that three
+// processes do not swamp one dev server on a small machine.
+var testLoad = []string{"-ingest-workers", "16", "-ingest-max-ack-pending", "200"}
+
 // newFleet builds the worker and starts the process polling the rewards
-// task queue.
-func newFleet(t testing.TB, e *env, srv *testsuite.DevServer) *fleet {
+// task queue; the ingress processes get the flags extra beside the test's.
+func newFleet(t testing.TB, e *env, srv *testsuite.DevServer, extra ...string) *fleet {
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
 	startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
 		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)
-	return ingressFleet(t, e, srv, bin)
+	return ingressFleet(t, e, srv, bin, extra...)
 }
 
-// ingressFleet runs ingress processes of bin on e's streams.
-func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string) *fleet {
+// ingressFleet runs ingress processes of bin on e's streams, with the flags
+// extra beside the test's.
+func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string, extra ...string) *fleet {
 	// The ingress processes log their partitions' hand-overs (in the
 	// test's output, shown when it fails or under -v).
-	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", "info"}
-	return &fleet{t: t, e: e, bin: bin, ingest: append(ingestCommon, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
+	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", "debug"}
+	return &fleet{t: t, e: e, bin: bin, ingest: append(append(ingestCommon, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
 		"-task-queues", "none", "-ingest", "-nats-url", e.natsURL,
 		"-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
 		"-ingest-events-stream", "off", "-ingest-dead-letter-stream", e.cfg.DeadLetterStream,
 		"-ingest-dead-letter-prefix", e.cfg.DeadLetterPrefix, "-ingest-stream-duplicates", "1s",
-		"-ingest-ack-wait", ackWait.String(), "-ingest-pin-ttl", e.cfg.PinnedTTL.String(), "-ingest-tenants", "default,t-2")}
+		"-ingest-ack-wait", ackWait.String(), "-ingest-pin-ttl", e.cfg.PinnedTTL.String(), "-ingest-tenants", "default,t-2"), extra...)}
 }
 
 // start runs another ingress process and waits until it serves /metrics

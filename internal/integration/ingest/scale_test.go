@@ -31,7 +31,7 @@ func TestIngressRollingReplacement(t *testing.T) {
 	defer cancel()
 	c := srv.Client()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
-	f := newFleet(t, e, srv)
+	f := newFleet(t, e, srv, testLoad...)
 	unenrollGone(t, ctx, c, rc)
 
 	old := []*ingressProc{f.start("a"), f.start("b")}

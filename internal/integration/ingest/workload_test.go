@@ -238,6 +238,9 @@ func (w *workload) check(t *testing.T, ctx context.Context, e *env, c client.Cli
 			if outOfOrder <= 3 {
 				t.Errorf("%s/%s: events applied in the order %v, want %v", cu.tenant, cu.id, applied, cu.events)
 			}
+			if outOfOrder == 1 {
+				logUpdates(t, ctx, c, workflows.RewardsWorkflowIDFor(cu.tenant, cu.id))
+			}
 		}
 	}
 	if outOfOrder > 0 {
@@ -331,4 +334,38 @@ func appliedOrder(t testing.TB, ctx context.Context, c client.Client, workflowID
 		}
 	}
 	return order
+}
+
+// logUpdates logs the apply-points updates of a rewards entity's runs as
+// its history holds them: when accepted, the event, the update ID, the
+// outcome.
+func logUpdates(t testing.TB, ctx context.Context, c client.Client, workflowID string) {
+	t.Helper()
+	for runID := ""; ; {
+		previous := ""
+		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Logf("history of %s: %v", workflowID, err)
+				return
+			}
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				previous = a.GetContinuedExecutionRunId()
+				t.Logf("%s run %s started %v", workflowID, runID, ev.GetEventTime().AsTime())
+			}
+			if a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+				t.Logf("  %v completed %s failure=%v", ev.GetEventTime().AsTime().Format("15:04:05.000"), a.GetMeta().GetUpdateId(), a.GetOutcome().GetFailure().GetMessage())
+			}
+			if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+				var pe workflows.PointEvent
+				_ = converter.GetDefaultDataConverter().FromPayloads(a.GetAcceptedRequest().GetInput().GetArgs(), &pe)
+				t.Logf("  %v accepted %s %s key %s", ev.GetEventTime().AsTime().Format("15:04:05.000"), a.GetAcceptedRequest().GetMeta().GetUpdateId(), pe.SourceID, pe.DedupKey)
+			}
+		}
+		if previous == "" {
+			return
+		}
+		runID = previous
+	}
 }
