@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -73,6 +72,18 @@ type keyState struct {
 	// when it arrives, so that none overtakes it, whatever order
 	// JetStream's redelivery timers bring them back in.
 	waiting map[uint64]time.Time
+}
+
+// enqueue puts j in the key's queue in stream order: a message that comes
+// back (after a failure, or handed back by another process) goes before
+// the later ones queued meanwhile.
+func (ks *keyState) enqueue(j *job) {
+	seq := j.meta.Sequence.Stream
+	i := len(ks.queue)
+	for i > 0 && ks.queue[i-1].meta.Sequence.Stream > seq {
+		i--
+	}
+	ks.queue = slices.Insert(ks.queue, i, j)
 }
 
 // idle reports whether the key can be forgotten. An active key stays
@@ -316,8 +327,9 @@ func (d *dispatcher) unpark(consumer string) (ready []string) {
 		if ks == nil || len(ks.parked) == 0 {
 			continue
 		}
-		slices.SortStableFunc(ks.parked, func(a, b *job) int { return cmp.Compare(a.meta.Sequence.Stream, b.meta.Sequence.Stream) })
-		ks.queue = append(ks.queue, ks.parked...)
+		for _, j := range ks.parked {
+			ks.enqueue(j)
+		}
 		ks.parked = nil
 		if !ks.active {
 			ks.active = true
@@ -382,7 +394,7 @@ func (d *dispatcher) submit(j *job) {
 		return
 	}
 	ks.held++
-	ks.queue = append(ks.queue, j)
+	ks.enqueue(j)
 	d.jobs[j] = struct{}{}
 	activate := !ks.active
 	ks.active = true
@@ -458,8 +470,8 @@ func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	if ks := d.keys[j.key]; ks != nil {
 		seq := j.meta.Sequence.Stream
 		left := ks.backoff.Sub(now)
-		if first, due, _, ok := ks.firstWaiting(now, d.waitGrace(), seq); ok && first < seq {
-			left = max(left, due.Sub(now)+minOrderDelay, minOrderDelay)
+		if first, due, ahead, ok := ks.firstWaiting(now, d.waitGrace(), seq); ok && first < seq {
+			left = max(left, due.Sub(now)+minOrderDelay, time.Duration(ahead)*d.applyTime(), minOrderDelay)
 		}
 		if left > 0 {
 			d.nacked(ks, seq, now, left)

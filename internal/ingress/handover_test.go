@@ -223,3 +223,29 @@ func TestDispatcherQueuedMessagesWaitForAnEarlierNak(t *testing.T) {
 		t.Errorf("applied in order %v, want [1 2 3]", got)
 	}
 }
+
+// A key's queue is in stream order: a message that comes back after a
+// failure goes before the later ones queued meanwhile (the workers busy
+// elsewhere), so that they never overtake it.
+func TestDispatcherRedeliveryGoesBeforeLaterQueued(t *testing.T) {
+	h := newHarness(t, Config{Workers: 1, MaxPerCustomer: 100, Retry: RetryPolicy{Base: time.Millisecond, Max: time.Millisecond}})
+	var log applyLog
+	a1, a2 := newFakeMsg("a", 1), newFakeMsg("a", 2)
+	h.submit(a1, "points/a", func(context.Context) (string, error) { return "", serviceerror.NewUnavailable("server down") })
+	h.submit(a2, "points/a", log.applied(a2))
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	b1 := newFakeMsg("b", 1)
+	h.submit(b1, "points/b", func(context.Context) (string, error) { close(busy); <-release; return OutcomeApplied, nil })
+	waitSettled(t, a1)
+	<-busy // the only worker is busy with b1; a2 is still queued
+	time.Sleep(5 * time.Millisecond)
+	back := newFakeMsg("a", 1)
+	back.meta.NumDelivered = 2
+	h.submit(back, "points/a", log.applied(back))
+	close(release)
+	waitSettled(t, back, a2, b1)
+	if got := log.order(); got != "[1 2]" {
+		t.Errorf("applied in order %v, want [1 2]", got)
+	}
+}
