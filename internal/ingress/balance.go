@@ -7,6 +7,10 @@ type laneView struct {
 	// load is the partition's messages the process holds (queued, parked,
 	// in flight): what giving it up would hand back.
 	load int
+	// orphan: nobody has held the partition's pin for a while (longer than
+	// a hand-over takes) although it has messages: whatever the count of
+	// processes says, this one pulls from it too.
+	orphan bool
 }
 
 // fairShare returns how many of n partitions each of members processes
@@ -23,7 +27,9 @@ func fairShare(n, members int) int {
 // process at its share stops competing, so the partitions spread over the
 // processes. Holding more than its share, it gives up one partition per tick,
 // the one with the least load (the highest on a tie), for another process
-// below its share to take.
+// below its share to take. An orphan is pulled from in any case: a count
+// of processes that is off (a dead one still counted) must not leave a
+// partition without a holder.
 func balance(views []laneView, members int) (pull []bool, release int) {
 	share := fairShare(len(views), members)
 	held := 0
@@ -35,7 +41,7 @@ func balance(views []laneView, members int) (pull []bool, release int) {
 	pull = make([]bool, len(views))
 	release = -1
 	for i, v := range views {
-		pull[i] = v.held || held < share
+		pull[i] = v.held || held < share || v.orphan
 		if v.held && held > share && (release < 0 || v.load <= views[release].load) {
 			release = i
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ type lane struct {
 	// releasing: the lane is being given up (or the ingress stops); what
 	// arrives is handed back.
 	releasing bool
+	// unpinnedSince is when the consumer was last seen without a pin but
+	// with messages, zero while it has a pin or none.
+	unpinnedSince time.Time
 }
 
 // points runs the partitions of the points stream in this process: it
@@ -256,12 +260,16 @@ func (r *points) balance(ctx context.Context) {
 	views := make([]laneView, len(r.parts))
 	var pending, ackPending float64
 	held := 0
+	var pins []string
 	for i, l := range r.parts {
+		orphan := false
 		if info, err := l.info(ctx); err == nil {
 			pending += float64(info.NumPending)
 			ackPending += float64(info.NumAckPending)
+			pins = append(pins, pinnedID(info))
+			orphan = l.orphaned(pinnedID(info) == "" && info.NumPending+uint64(info.NumAckPending) > 0)
 		}
-		views[i] = laneView{held: l.current() != nil, load: r.d.holding(l.durable)}
+		views[i] = laneView{held: l.current() != nil, load: r.d.holding(l.durable), orphan: orphan}
 		if views[i].held {
 			held++
 		}
@@ -270,6 +278,9 @@ func (r *points) balance(ctx context.Context) {
 	r.in.Metrics.ackPending.WithLabelValues(SourcePoints).Set(ackPending)
 	r.in.Metrics.partitions.Set(float64(held))
 	pull, release := balance(views, n)
+	if r.in.Logger.Enabled(ctx, slog.LevelDebug) {
+		r.in.Logger.Debug("ingress: balance", "processes", n, "held", held, "share", fairShare(len(r.parts), n), "pull", pull, "pins", pins)
+	}
 	for i, l := range r.parts {
 		var err error
 		switch {
@@ -532,6 +543,21 @@ func (l *lane) lose(ls *lease, why string) {
 	}
 }
 
+// orphaned notes whether the consumer is without a pin and has messages,
+// and reports whether it has been so for longer than a hand-over takes (the
+// pin TTL and an ack wait).
+func (l *lane) orphaned(unpinned bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !unpinned:
+		l.unpinnedSince = time.Time{}
+	case l.unpinnedSince.IsZero():
+		l.unpinnedSince = time.Now()
+	}
+	return unpinned && time.Since(l.unpinnedSince) > l.r.cfg.PinnedTTL+l.r.cfg.AckWait
+}
+
 // pinnedID returns the pin of the consumer's priority group, "" if none.
 func pinnedID(info *jetstream.ConsumerInfo) string {
 	for _, g := range info.PriorityGroups {
@@ -583,6 +609,7 @@ func (l *lane) checkPin(info *jetstream.ConsumerInfo, asked time.Time) {
 // JetStream gave the pin to another process.
 func (l *lane) consumeError(err error) {
 	if errors.Is(err, jetstream.ErrPinIDMismatch) {
+		l.r.in.Logger.Debug("ingress: consuming", "consumer", l.durable, "error", err)
 		l.mu.Lock()
 		ls, releasing := l.lease, l.releasing
 		l.mu.Unlock()
@@ -592,6 +619,7 @@ func (l *lane) consumeError(err error) {
 		return
 	}
 	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+		l.r.in.Logger.Debug("ingress: consuming", "consumer", l.durable, "error", err)
 		return
 	}
 	l.r.in.Logger.Warn("ingress: consuming", "consumer", l.durable, "error", err)

@@ -153,6 +153,7 @@ func TestBalance(t *testing.T) {
 		{name: "three, 4 held: give one up", views: views("HH.H.H..", 1, 2, 0, 3, 0, 4), members: 3, pull: "PP.P.P..", release: 0},
 		{name: "nine processes, eight partitions: one each at most", views: views("H......."), members: 9, pull: "P.......", release: -1},
 		{name: "nine, none held: pull all", views: views("........"), members: 9, pull: "PPPPPPPP", release: -1},
+		{name: "at the share, an orphan: pull it too", views: append(views("HHHH..."), laneView{orphan: true}), members: 2, pull: "PPPP...P", release: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

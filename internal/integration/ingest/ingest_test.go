@@ -39,7 +39,7 @@ import (
 )
 
 func quietLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // natsJetStream starts a NATS server of the test's own (skipping the test

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -127,8 +128,13 @@ func newFleet(t testing.TB, e *env, srv *testsuite.DevServer, extra ...string) *
 // extra beside the test's.
 func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string, extra ...string) *fleet {
 	// The ingress processes log their partitions' hand-overs (in the
-	// test's output, shown when it fails or under -v).
-	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", "debug"}
+	// test's output, shown when it fails or under -v); INGEST_TEST_LOG_LEVEL=debug
+	// adds every message's handling and every balance decision.
+	level := os.Getenv("INGEST_TEST_LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
+	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", level}
 	return &fleet{t: t, e: e, bin: bin, ingest: append(append(ingestCommon, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
 		"-task-queues", "none", "-ingest", "-nats-url", e.natsURL,
 		"-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
