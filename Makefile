@@ -113,7 +113,8 @@ test-short:
 # latency per key store against the bare handler; the points command end to end;
 # the auth and tenant-limit layer's added latency (API key, JWT) against the
 # bare handler; point events from a JetStream stream to applied against the
-# same events sent straight through the Go client (NATS on NATS_URL).
+# same events sent straight through the Go client, and with 1, 2 and 3 ingress
+# processes sharing the partitions (bin/nats-server of their own).
 bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt

@@ -203,14 +203,19 @@ func (in *Ingress) Run(ctx context.Context) error {
 
 // checkServerVersion refuses a NATS server too old for the points source.
 func checkServerVersion(js jetstream.JetStream) error {
-	v := js.Conn().ConnectedServerVersion()
-	ok, err := temporalclient.VersionAtLeast(v, MinServerVersion)
+	return serverVersionOK(js.Conn().ConnectedServerVersion(), js.Conn().ConnectedUrlRedacted())
+}
+
+// serverVersionOK refuses version, of the NATS server at url, if it is older
+// than MinServerVersion.
+func serverVersionOK(version, url string) error {
+	ok, err := temporalclient.VersionAtLeast(version, MinServerVersion)
 	if err != nil {
 		return fmt.Errorf("ingress: NATS server version: %w", err)
 	}
 	if !ok {
 		return fmt.Errorf("ingress: the NATS server at %s runs %s; the ingress needs %s or later (pinned-client priority groups, subject transforms with partition())",
-			js.Conn().ConnectedUrlRedacted(), v, MinServerVersion)
+			url, version, MinServerVersion)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ingress
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -209,6 +210,24 @@ func TestBalanceConverges(t *testing.T) {
 		share := fairShare(8, members)
 		if slices.Max(counts) > share {
 			t.Errorf("%d processes: holdings %v, share %d", members, counts, share)
+		}
+	}
+}
+
+func TestServerVersionOK(t *testing.T) {
+	for _, tt := range []struct {
+		version string
+		ok      bool
+	}{
+		{"2.12.15", true}, {"2.11.0", true}, {"2.14.0-RC.1", true}, {"3.0.0", true},
+		{"2.10.24", false}, {"2.9.10", false}, {"2.11.0-beta.2", false}, {"", false},
+	} {
+		err := serverVersionOK(tt.version, "nats://x:4222")
+		if (err == nil) != tt.ok {
+			t.Errorf("serverVersionOK(%q) = %v, want ok %v", tt.version, err, tt.ok)
+		}
+		if err != nil && tt.version == "2.9.10" && !strings.Contains(err.Error(), "needs 2.11.0 or later") {
+			t.Errorf("the error says %q", err)
 		}
 	}
 }
