@@ -15,7 +15,13 @@
 //     the reason in its headers and is then acked (Decide);
 //   - a customer's messages are handled one at a time in stream order
 //     (a pool of Workers takes the next customer with work), at most
-//     MaxPerCustomer held per customer and MaxAckPending per consumer.
+//     MaxPerCustomer held per customer and MaxAckPending per consumer;
+//   - any number of processes share the points stream: it is partitioned
+//     by customer (a subject transform, partition.go), each partition's
+//     consumer pinned to one process at a time (JetStream's pinned-client
+//     priority groups), the partitions balanced over the processes
+//     (balance.go, members.go), and a process that gains a partition waits,
+//     per customer, for what the previous holder left unacked (lanes.go).
 package ingress
 
 import (

@@ -92,7 +92,7 @@ func BenchmarkIngressProcesses(b *testing.B) {
 			round++
 			e := &env{t: b, natsURL: url, js: js, cfg: testConfig()}
 			e.deleteStreamsAtEnd()
-			f := ingressFleet(b, e, srv, bin)
+			f := ingressFleet(b, e, srv, bin, "-log-level", "error")
 			var running []*ingressProc
 			for i := range procs {
 				running = append(running, f.start(fmt.Sprint("p", i)))
