@@ -132,6 +132,15 @@ type RewardsInput struct {
 	Options  Options `json:"options,omitzero"`
 	// Carried is the state one run hands to the next; nil on a fresh start.
 	Carried *RewardsState `json:"carried,omitempty"`
+	// RequiresRelease is the oldest release that can serve this input; 0
+	// means any. A release that hands on state older code would misread
+	// sets it, and a run of an older release then fails its workflow task
+	// instead of serving the state (rewards_serve.go). No release sets it
+	// yet: this release reads it.
+	RequiresRelease int `json:"requires_release,omitempty"`
+
+	// unreadable is why the input did not decode strictly (UnmarshalJSON).
+	unreadable error
 }
 
 // Validate reports what makes the input unusable.
