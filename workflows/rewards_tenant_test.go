@@ -19,7 +19,7 @@ import (
 // tenant's customer or fail the workflow.
 func TestWorkflowIDMustMatchTenantAndCustomer(t *testing.T) {
 	const (
-		serves   = iota
+		serves    = iota
 		failsRun  // the workflow fails InvalidRewardsInput
 		failsTask // the workflow task fails; the workflow does not
 	)
