@@ -78,7 +78,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
 	fs.IntVar(&ic.Workers, "ingest-workers", envNum("INGEST_WORKERS", ingress.DefaultWorkers), "messages applied at once; a customer's go one at a time, in order (env INGEST_WORKERS)")
 	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 16), "messages of one customer held at once; more are nacked until their turn (env INGEST_MAX_PER_CUSTOMER)")
-	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "deliveries after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
+	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
 	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
 	return func() error {
