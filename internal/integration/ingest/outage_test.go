@@ -313,8 +313,10 @@ func (l *retryLog) Enabled(context.Context, slog.Level) bool { return true }
 func (l *retryLog) Handle(_ context.Context, r slog.Record) error {
 	return retryHandler{log: l}.Handle(context.Background(), r)
 }
-func (l *retryLog) WithAttrs(attrs []slog.Attr) slog.Handler { return retryHandler{log: l, attrs: attrs} }
-func (l *retryLog) WithGroup(string) slog.Handler            { return l }
+func (l *retryLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return retryHandler{log: l, attrs: attrs}
+}
+func (l *retryLog) WithGroup(string) slog.Handler { return l }
 
 // retryHandler is retryLog with the attributes of a Logger.With.
 type retryHandler struct {
