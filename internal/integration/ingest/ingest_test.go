@@ -82,6 +82,10 @@ type env struct {
 	platform *platform.Service
 	rewards  *rewardsclient.Client
 	cfg      ingress.Config
+	// frontend is the dev server's address.
+	frontend string
+	// logger is the ingress's; nil: errors only, to the test's output.
+	logger *slog.Logger
 }
 
 func newEnv(t testing.TB) *env {
@@ -104,7 +108,7 @@ func newEnv(t testing.TB) *env {
 		t.Cleanup(w.Stop)
 	}
 	e := &env{
-		t: t, js: js, c: c, store: st, cfg: testConfig(),
+		t: t, js: js, c: c, store: st, cfg: testConfig(), frontend: srv.FrontendHostPort(),
 		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
 		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
 	}
@@ -165,9 +169,13 @@ func (e *env) start(reg prometheus.Registerer) {
 // startOn runs an ingress on js until stop is called; its metrics go to reg.
 func (e *env) startOn(js jetstream.JetStream, reg prometheus.Registerer) (stop func()) {
 	e.t.Helper()
+	logger := e.logger
+	if logger == nil {
+		logger = quietLogger(e.t)
+	}
 	in := &ingress.Ingress{
 		Config: e.cfg, JS: js, Rewards: e.rewards, Platform: e.platform,
-		Metrics: ingress.NewMetrics(reg), Logger: quietLogger(e.t),
+		Metrics: ingress.NewMetrics(reg), Logger: logger,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
