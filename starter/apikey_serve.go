@@ -58,7 +58,7 @@ func addAuthFlags(fs *flag.FlagSet) (authFlags, error) {
 		tenantBurst:     fs.Int("tenant-burst", burstDefault, "commands a tenant may send at once above its rate (env TENANT_BURST)"),
 		keyCacheTTL:     fs.Duration("apikey-cache-ttl", ttlDefault, "how long a verified API key is trusted without asking the database: the delay before a revocation takes effect (env APIKEY_CACHE_TTL)"),
 		trustedProxies:  fs.String("trusted-proxies", os.Getenv("TRUSTED_PROXIES"), "comma-separated `CIDRs` of the reverse proxies in front of the API, whose X-Forwarded-For names the client for the failed-login limit; default none: the connection's peer is the client (env TRUSTED_PROXIES)"),
-		metricsToken:    fs.String("metrics-token", os.Getenv("HTTP_METRICS_TOKEN"), "bearer `token` GET /metrics needs; without one it answers loopback connections only (env HTTP_METRICS_TOKEN, better than the flag: flags show in ps)"),
+		metricsToken:    fs.String("metrics-token", os.Getenv("HTTP_METRICS_TOKEN"), "bearer `token` GET /metrics needs; without one it is served only when -http-addr is a loopback address, refused otherwise (env HTTP_METRICS_TOKEN, better than the flag: flags show in ps)"),
 	}, nil
 }
 
@@ -105,8 +105,9 @@ func (f authFlags) build(ctx context.Context, st *store.Store, logger *slog.Logg
 	return a, limits, metrics, nil
 }
 
-// describe says in a line what the server accepts, for its start message.
-func (f authFlags) describe() string {
+// describe says in a line what the server accepts, for its start message;
+// loopbackOnly says the API listens on loopback alone.
+func (f authFlags) describe(loopbackOnly bool) string {
 	what := "API keys"
 	if *f.oidcIssuer != "" {
 		what += ", JWTs of " + *f.oidcIssuer
@@ -115,9 +116,12 @@ func (f authFlags) describe() string {
 	if !math.IsInf(*f.tenantRate, 1) {
 		limit = fmt.Sprintf("tenant rate %g/s, burst %d", *f.tenantRate, *f.tenantBurst)
 	}
-	metrics := "GET /metrics on loopback only"
-	if *f.metricsToken != "" {
+	metrics := "GET /metrics refused (no metrics token, and the API listens beyond loopback)"
+	switch {
+	case *f.metricsToken != "":
 		metrics = "GET /metrics with its token"
+	case loopbackOnly:
+		metrics = "GET /metrics without a token (the API listens on loopback only)"
 	}
 	client := "client address: the peer's"
 	if len(f.proxies) > 0 {
