@@ -232,9 +232,9 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	if r.CurrentBuildID != "v1" || r.RampingBuildID != "v2" || r.RampingPercentage != 0 || r.Versions[0].BuildID != "v2" || r.Versions[0].Status != "ramping" {
 		t.Fatalf("after the ramp: %+v", r)
 	}
-	for range 2 { // the second time changes nothing
-		if previous, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil || (previous != "v1" && previous != "v2") {
-			t.Fatalf("SetCurrent v2: previous %q, %v", previous, err)
+	for _, want := range []string{"v1", "v2"} { // the second time changes nothing
+		if previous, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil || previous != want {
+			t.Fatalf("SetCurrent v2: previous %q, %v; want %q", previous, err, want)
 		}
 	}
 	born := "rollout-new-" + suffix
