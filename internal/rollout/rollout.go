@@ -309,13 +309,24 @@ func unversionedQuery() string {
 	return fmt.Sprintf("%s AND %s IS NULL", runningEntities, versionAttr)
 }
 
-// notOnCurrentQuery matches the running entities not on the current version
-// of deployment: unversioned ones and those on any other version (of this
-// deployment or another). With no current version (currentBuildID empty:
-// unversioned workers take new workflows) it matches every versioned one.
-func notOnCurrentQuery(deployment, currentBuildID string) string {
-	if currentBuildID == "" {
-		return fmt.Sprintf("%s AND %s IS NOT NULL", runningEntities, versionAttr)
+// notOnCurrentQuery matches the running entities Nudge wakes: those on
+// neither the current version of deployment nor its ramping version (empty
+// when there is no ramp), so the unversioned ones and those on any other
+// version (of this deployment or another). An entity on the ramping version
+// is where a ramp put it, and nudging it would change nothing until the
+// ramping version is made current. With no current version (currentBuildID
+// empty: unversioned workers take new workflows) it matches every versioned
+// one not on the ramping version.
+func notOnCurrentQuery(deployment, currentBuildID, rampingBuildID string) string {
+	notRamping := ""
+	if rampingBuildID != "" {
+		notRamping = fmt.Sprintf(" AND %s != '%s'", versionAttr, versionValue(deployment, rampingBuildID))
 	}
-	return fmt.Sprintf("%s AND (%s IS NULL OR %s != '%s')", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID))
+	switch {
+	case currentBuildID == "":
+		return fmt.Sprintf("%s AND %s IS NOT NULL%s", runningEntities, versionAttr, notRamping)
+	case notRamping == "":
+		return fmt.Sprintf("%s AND (%s IS NULL OR %s != '%s')", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID))
+	}
+	return fmt.Sprintf("%s AND (%s IS NULL OR (%s != '%s'%s))", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID), notRamping)
 }
