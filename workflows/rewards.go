@@ -104,6 +104,10 @@ type entity struct {
 	timerArmed  bool
 	timerFired  bool
 
+	// left is the balance a refused customer unenrolled with, as the Enroll
+	// activity found it (nil: none recorded); only status() reads it.
+	left *Balance
+
 	attrs      SearchAttributeSupport
 	attrsSeen  bool // attrs holds the namespace's answer
 	attrsTier  Tier

@@ -271,6 +271,18 @@ type Enrollment struct {
 // refusing a new customer.
 type EnrollmentResult struct {
 	Unenrolled bool `json:"unenrolled,omitempty"`
+	// Left is the balance the customer unenrolled with, when Unenrolled and
+	// the unenrollment was recorded with one; nil from an Enroll activity
+	// of an earlier release, which the entity reads as no balance (0).
+	Left *Balance `json:"left,omitempty"`
+}
+
+// Balance is the balance a customer unenrolled with, which the status of a
+// run started for the unenrolled customer reports.
+type Balance struct {
+	Points         int64 `json:"points"`
+	LifetimePoints int64 `json:"lifetime_points"`
+	EventCount     int64 `json:"event_count"`
 }
 
 // TierChange is the input of the NotifyTierChange activity.
