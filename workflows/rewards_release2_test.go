@@ -325,7 +325,7 @@ func TestSearchAttributesAreWrittenSparingly(t *testing.T) {
 // customer is not lost: the re-enrolled entity takes it and ends.
 func TestUnenrollDuringReenrollmentIsKept(t *testing.T) {
 	h := newEntity(t)
-	h.rec.out = map[string]bool{"c-1": true} // the customer unenrolled before
+	h.rec.out = map[string]bool{recorderKey("", "c-1"): true} // the customer unenrolled before
 	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
 		acts := h.rec // every Enroll, the check and the re-enrollment, takes 10 s
 		env.OnActivity(workflows.ActivityEnroll, mock.Anything, mock.Anything).Return(
