@@ -63,10 +63,10 @@ func (in *RewardsInput) UnmarshalJSON(data []byte) error {
 		*in = RewardsInput(strict)
 		return nil
 	}
+	// Keep what decodes (a type error leaves the rest filled in), so that the
+	// log and the metric name the entity.
 	var lenient plain
-	if json.Unmarshal(data, &lenient) != nil {
-		lenient = plain{}
-	}
+	_ = json.Unmarshal(data, &lenient)
 	*in = RewardsInput(lenient)
 	in.unreadable = err
 	return nil

@@ -177,6 +177,13 @@ func parseForwarded(entry string) (netip.Addr, bool) {
 	return addr.Unmap().WithZone(""), true
 }
 
+// ViaTrustedProxy reports whether the request's peer is one of the trusted
+// proxies: the request was forwarded, whoever sent it.
+func (a *Authenticator) ViaTrustedProxy(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && isTrusted(ap.Addr().Unmap(), a.TrustedProxies)
+}
+
 // isTrusted reports whether addr is inside one of the trusted prefixes.
 func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {

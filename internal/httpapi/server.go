@@ -117,20 +117,32 @@ func (s *Server) Handler() http.Handler {
 const problemMetricsForbidden = "https://entityflow.dev/problems/metrics-forbidden"
 
 // metricsGuard puts h behind s.MetricsToken; without one, it serves h as it
-// is when the API listens on loopback alone and refuses every request
-// otherwise (logged once, here, at start).
+// is when the API listens on loopback alone, but for requests a trusted
+// proxy forwarded (a proxy on this host would hand the metrics to anyone
+// who can reach it), and refuses every request otherwise (logged once,
+// here, at start).
 func (s *Server) metricsGuard(h http.Handler) http.Handler {
+	refuse := func(w http.ResponseWriter) {
+		problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
+			Detail: "GET /metrics needs the server's metrics token (HTTP_METRICS_TOKEN) unless the API listens on loopback only and the request comes from no proxy"})
+	}
 	switch {
 	case s.MetricsToken != "":
 		return s.Auth.RequireToken(s.MetricsToken, h)
-	case LoopbackOnly(s.ListenAddr):
+	case LoopbackOnly(s.ListenAddr) && len(s.Auth.TrustedProxies) == 0:
 		return h
+	case LoopbackOnly(s.ListenAddr):
+		s.logger().Warn("GET /metrics is refused to requests from the trusted proxies: set HTTP_METRICS_TOKEN to read it through them", "listen", s.ListenAddr)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.Auth.ViaTrustedProxy(r) {
+				refuse(w)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
 	}
 	s.logger().Warn("GET /metrics is refused: the API listens beyond loopback and has no metrics token (set HTTP_METRICS_TOKEN)", "listen", s.ListenAddr)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
-			Detail: "GET /metrics needs the server's metrics token (HTTP_METRICS_TOKEN) unless the API listens on loopback only"})
-	})
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { refuse(w) })
 }
 
 // LoopbackOnly reports whether addr, a listener's address, accepts

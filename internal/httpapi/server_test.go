@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -182,6 +183,17 @@ func TestMetricsAccess(t *testing.T) {
 	_, public := authedAPI(t, metrics("", everywhere))
 	assert.Contains(t, logs.String(), "GET /metrics is refused")
 	_, unknown := authedAPI(t, metrics("", nil))
+	_, behindProxy := authedAPI(t, func(s *httpapi.Server) {
+		metrics("", loopback)(s)
+		s.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	assert.Contains(t, logs.String(), "GET /metrics is refused to requests from the trusted proxies")
+	fromPeer := func(peer string) func(*http.Request) *http.Request {
+		return func(r *http.Request) *http.Request {
+			r.RemoteAddr = peer
+			return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, loopback))
+		}
+	}
 	remote := func(r *http.Request) *http.Request {
 		return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 8080}))
 	}
@@ -203,6 +215,8 @@ func TestMetricsAccess(t *testing.T) {
 		{"no token, listening everywhere, a local proxy's connection", public, "", local, http.StatusForbidden},
 		{"no token, listening everywhere, a token sent anyway", public, "metrics-s3cret", local, http.StatusForbidden},
 		{"no token, listen address unknown", unknown, "", local, http.StatusForbidden},
+		{"no token, loopback only behind a proxy, a request it forwarded", behindProxy, "", fromPeer("127.0.0.1:40000"), http.StatusForbidden},
+		{"no token, loopback only behind a proxy, a direct local request", behindProxy, "", fromPeer("[::1]:40000"), http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/metrics", nil)
