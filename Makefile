@@ -9,6 +9,8 @@ WORKFLOWCHECK_VERSION := v0.6.0
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 STATICCHECK_VERSION := v0.8.2
 ERRCHECK_VERSION := v1.30.0
+# The bus ingress needs pinned-client priority groups (nats-server 2.11+).
+NATS_SERVER_VERSION := v2.12.15
 BENCH_COUNT ?= 6
 FUZZTIME ?= 30s
 
@@ -17,12 +19,13 @@ WORKFLOWCHECK := $(BIN)/workflowcheck
 BENCHSTAT := $(BIN)/benchstat
 STATICCHECK := $(BIN)/staticcheck
 ERRCHECK := $(BIN)/errcheck
+NATS_SERVER := $(BIN)/nats-server
 
 .PHONY: all tools cluster-tools build run run-cluster lint test test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) cluster-tools
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools
 
 # The Temporal CLI embeds the dev server and its Web UI. The first build takes a
 # few minutes and about 2 GB of memory; later builds reuse the Go build cache.
@@ -41,6 +44,10 @@ $(STATICCHECK):
 
 $(ERRCHECK):
 	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
+
+# The NATS server of the ingress's tests and of make run (JetStream).
+$(NATS_SERVER):
+	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 # The real Temporal server (temporal-server, temporal-sql-tool and the schema
 # files of the same tag) at the version pinned in internal/cluster/server/go.mod,
@@ -94,7 +101,7 @@ lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 # Redis. REQUIRE_SERVICES=1 turns a missing service into a failure. The
 # packages that need the real server take turns with it (a file lock), and a
 # package's wait counts towards its timeout, hence -timeout.
-test: $(TEMPORAL) cluster-tools
+test: $(TEMPORAL) $(NATS_SERVER) cluster-tools
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 test-short:
