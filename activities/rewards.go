@@ -20,8 +20,10 @@ import (
 // must be idempotent: an activity may run more than once for the same fact.
 type RewardsRecorder interface {
 	// RecordEnrollment records the enrollment and reports whether the customer
-	// is enrolled: one who has unenrolled stays so unless e.Reenroll is set.
-	RecordEnrollment(ctx context.Context, e workflows.Enrollment) (enrolled bool, err error)
+	// is enrolled: one who has unenrolled stays so unless e.Reenroll is set,
+	// and is answered Unenrolled with the balance recorded at the
+	// unenrollment, if any.
+	RecordEnrollment(ctx context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error)
 	RecordTierChange(ctx context.Context, c workflows.TierChange) error
 	RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error
 }
@@ -47,13 +49,14 @@ func (a *Rewards) Register(r worker.ActivityRegistry) {
 // Enroll records that a customer is enrolled and reports whether the
 // customer is: a customer who has unenrolled is enrolled again only by an
 // explicit re-enrollment (in.Reenroll), so that an event for them never starts
-// a fresh entity by accident.
+// a fresh entity by accident; the answer then carries the balance the
+// customer left with.
 func (a *Rewards) Enroll(ctx context.Context, in workflows.Enrollment) (workflows.EnrollmentResult, error) {
-	enrolled, err := a.Recorder.RecordEnrollment(ctx, in)
+	res, err := a.Recorder.RecordEnrollment(ctx, in)
 	if err != nil {
 		return workflows.EnrollmentResult{}, fmt.Errorf("recording enrollment of %s: %w", in.CustomerID, err)
 	}
-	return workflows.EnrollmentResult{Unenrolled: !enrolled}, nil
+	return res, nil
 }
 
 // NotifyTierChange reports that a customer's tier changed.
@@ -108,9 +111,9 @@ type LogRecorder struct {
 }
 
 // RecordEnrollment logs an enrollment.
-func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
+func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {
 	r.Logger.InfoContext(ctx, "customer enrolled", "tenant_id", workflows.TenantOrDefault(e.TenantID), "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenroll", e.Reenroll)
-	return true, nil
+	return workflows.EnrollmentResult{}, nil
 }
 
 // RecordTierChange logs a tier change.

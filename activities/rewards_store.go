@@ -15,9 +15,23 @@ type StoreRecorder struct {
 }
 
 // RecordEnrollment stores the enrollment (the first one wins) and reports
-// whether the customer is enrolled (store.Enroll).
-func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (bool, error) {
-	return r.Store.Enroll(ctx, workflows.TenantOrDefault(e.TenantID), e.CustomerID, e.EnrolledAt, e.Reenroll)
+// whether the customer is enrolled (store.Enroll); a customer who is not is
+// answered with the balance stored with the unenrollment.
+func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {
+	tenant := workflows.TenantOrDefault(e.TenantID)
+	enrolled, err := r.Store.Enroll(ctx, tenant, e.CustomerID, e.EnrolledAt, e.Reenroll)
+	if err != nil || enrolled {
+		return workflows.EnrollmentResult{}, err
+	}
+	row, err := r.Store.Enrollment(ctx, tenant, e.CustomerID)
+	if err != nil {
+		return workflows.EnrollmentResult{}, err
+	}
+	res := workflows.EnrollmentResult{Unenrolled: true}
+	if l := row.Left; l != nil {
+		res.Left = &workflows.Balance{Points: l.Points, LifetimePoints: l.LifetimePoints, EventCount: l.EventCount}
+	}
+	return res, nil
 }
 
 // RecordTierChange stores the tier change (once per customer, time and tier).
@@ -26,8 +40,10 @@ func (r StoreRecorder) RecordTierChange(ctx context.Context, c workflows.TierCha
 	return err
 }
 
-// RecordUnenrollment stores the unenrollment (only the first one sets it).
+// RecordUnenrollment stores the unenrollment with the balance left (only the
+// first one sets them).
 func (r StoreRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
-	_, err := r.Store.RecordUnenrollment(ctx, workflows.TenantOrDefault(u.TenantID), u.CustomerID, u.UnenrolledAt)
+	left := store.Balance{Points: u.Points, LifetimePoints: u.LifetimePoints, EventCount: u.EventCount}
+	_, err := r.Store.RecordUnenrollment(ctx, workflows.TenantOrDefault(u.TenantID), u.CustomerID, u.UnenrolledAt, left)
 	return err
 }

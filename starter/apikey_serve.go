@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -28,6 +29,9 @@ type authFlags struct {
 	tenantBurst                           *int
 	keyCacheTTL                           *time.Duration
 	metricsToken                          *string
+	trustedProxies                        *string
+	// proxies is -trusted-proxies parsed, by check.
+	proxies []netip.Prefix
 }
 
 // addAuthFlags adds the flags to fs, their defaults from the environment.
@@ -53,12 +57,13 @@ func addAuthFlags(fs *flag.FlagSet) (authFlags, error) {
 		tenantRate:      fs.Float64("tenant-rate", rateDefault, "commands per second each tenant may send on average; more are answered 429, keys unclaimed; inf for no limit (env TENANT_RATE)"),
 		tenantBurst:     fs.Int("tenant-burst", burstDefault, "commands a tenant may send at once above its rate (env TENANT_BURST)"),
 		keyCacheTTL:     fs.Duration("apikey-cache-ttl", ttlDefault, "how long a verified API key is trusted without asking the database: the delay before a revocation takes effect (env APIKEY_CACHE_TTL)"),
-		metricsToken:    fs.String("metrics-token", os.Getenv("HTTP_METRICS_TOKEN"), "bearer `token` GET /metrics needs; without one it answers loopback connections only (env HTTP_METRICS_TOKEN, better than the flag: flags show in ps)"),
+		trustedProxies:  fs.String("trusted-proxies", os.Getenv("TRUSTED_PROXIES"), "comma-separated `CIDRs` of the reverse proxies in front of the API, whose X-Forwarded-For names the client for the failed-login limit; default none: the connection's peer is the client (env TRUSTED_PROXIES)"),
+		metricsToken:    fs.String("metrics-token", os.Getenv("HTTP_METRICS_TOKEN"), "bearer `token` GET /metrics needs; without one it is served only when -http-addr is a loopback address, refused otherwise (env HTTP_METRICS_TOKEN, better than the flag: flags show in ps)"),
 	}, nil
 }
 
 // check validates the flags, before anything connects.
-func (f authFlags) check() error {
+func (f *authFlags) check() error {
 	oidcSet := 0
 	for _, v := range []string{*f.oidcIssuer, *f.oidcJWKSURL, *f.oidcAudience} {
 		if v != "" {
@@ -75,6 +80,11 @@ func (f authFlags) check() error {
 	case *f.keyCacheTTL <= 0:
 		return errors.New("-apikey-cache-ttl must be positive")
 	}
+	proxies, err := auth.ParseTrustedProxies(*f.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("-trusted-proxies: %w", err)
+	}
+	f.proxies = proxies
 	return nil
 }
 
@@ -82,7 +92,7 @@ func (f authFlags) check() error {
 // if configured), the tenant limiter and their metrics, for the registry.
 func (f authFlags) build(ctx context.Context, st *store.Store, logger *slog.Logger) (*auth.Authenticator, *auth.TenantLimiter, *auth.Metrics, error) {
 	metrics := auth.NewMetrics()
-	a := &auth.Authenticator{Keys: st, CacheTTL: *f.keyCacheTTL, Metrics: metrics, Logger: logger}
+	a := &auth.Authenticator{Keys: st, CacheTTL: *f.keyCacheTTL, TrustedProxies: f.proxies, Metrics: metrics, Logger: logger}
 	if *f.oidcIssuer != "" {
 		o, err := auth.NewOIDC(ctx, auth.OIDCConfig{Issuer: *f.oidcIssuer, JWKSURL: *f.oidcJWKSURL, Audience: *f.oidcAudience,
 			TenantClaim: *f.oidcTenantClaim, ScopeClaim: *f.oidcScopeClaim})
@@ -95,8 +105,9 @@ func (f authFlags) build(ctx context.Context, st *store.Store, logger *slog.Logg
 	return a, limits, metrics, nil
 }
 
-// describe says in a line what the server accepts, for its start message.
-func (f authFlags) describe() string {
+// describe says in a line what the server accepts, for its start message;
+// loopbackOnly says the API listens on loopback alone.
+func (f authFlags) describe(loopbackOnly bool) string {
 	what := "API keys"
 	if *f.oidcIssuer != "" {
 		what += ", JWTs of " + *f.oidcIssuer
@@ -105,11 +116,18 @@ func (f authFlags) describe() string {
 	if !math.IsInf(*f.tenantRate, 1) {
 		limit = fmt.Sprintf("tenant rate %g/s, burst %d", *f.tenantRate, *f.tenantBurst)
 	}
-	metrics := "GET /metrics on loopback only"
-	if *f.metricsToken != "" {
+	metrics := "GET /metrics refused (no metrics token, and the API listens beyond loopback)"
+	switch {
+	case *f.metricsToken != "":
 		metrics = "GET /metrics with its token"
+	case loopbackOnly:
+		metrics = "GET /metrics without a token (the API listens on loopback only)"
 	}
-	return fmt.Sprintf("auth: %s; %s; %s", what, limit, metrics)
+	client := "client address: the peer's"
+	if len(f.proxies) > 0 {
+		client = fmt.Sprintf("client address: X-Forwarded-For through %d trusted proxy ranges", len(f.proxies))
+	}
+	return fmt.Sprintf("auth: %s; %s; %s; %s", what, limit, client, metrics)
 }
 
 // envFloat reads a number from the environment variable key, or returns

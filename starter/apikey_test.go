@@ -143,6 +143,8 @@ func TestServeAuthFlagErrors(t *testing.T) {
 		{nil, map[string]string{"TENANT_RATE": "fast"}, `TENANT_RATE="fast": want a number`},
 		{nil, map[string]string{"TENANT_BURST": "-1"}, `TENANT_BURST="-1": want a non-negative integer`},
 		{nil, map[string]string{"APIKEY_CACHE_TTL": "soon"}, `APIKEY_CACHE_TTL="soon"`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,10.0.0.0/40"}, nil, `-trusted-proxies: trusted proxy "10.0.0.0/40": want a CIDR such as 10.0.0.0/8 or an address`},
+		{nil, map[string]string{"TRUSTED_PROXIES": "proxy.internal"}, `-trusted-proxies: trusted proxy "proxy.internal"`},
 	} {
 		t.Run(strings.Join(tt.args, " ")+fmt.Sprint(tt.env), func(t *testing.T) {
 			for k, v := range tt.env {
@@ -159,16 +161,21 @@ func TestServeAuthFlagErrors(t *testing.T) {
 
 func TestAuthFlagsDescribe(t *testing.T) {
 	for _, tt := range []struct {
-		args []string
-		want string
+		args         []string
+		loopbackOnly bool
+		want         string
 	}{
-		{nil, "auth: API keys; tenant rate 100/s, burst 200; GET /metrics on loopback only"},
-		{[]string{"-oidc-issuer", "https://idp/", "-tenant-rate", "inf", "-metrics-token", "t"}, "auth: API keys, JWTs of https://idp/; no tenant rate limit; GET /metrics with its token"},
+		{nil, true, "auth: API keys; tenant rate 100/s, burst 200; client address: the peer's; GET /metrics without a token (the API listens on loopback only)"},
+		{nil, false, "auth: API keys; tenant rate 100/s, burst 200; client address: the peer's; GET /metrics refused (no metrics token, and the API listens beyond loopback)"},
+		{[]string{"-oidc-issuer", "https://idp/", "-oidc-jwks-url", "https://idp/jwks", "-oidc-audience", "api", "-tenant-rate", "inf", "-metrics-token", "t"}, false,
+			"auth: API keys, JWTs of https://idp/; no tenant rate limit; client address: the peer's; GET /metrics with its token"},
+		{[]string{"-trusted-proxies", "10.0.0.0/8, fd00::/8"}, true, "auth: API keys; tenant rate 100/s, burst 200; client address: X-Forwarded-For through 2 trusted proxy ranges; GET /metrics without a token (the API listens on loopback only)"},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		f, err := addAuthFlags(fs)
 		require.NoError(t, err)
 		require.NoError(t, fs.Parse(tt.args))
-		assert.Equal(t, tt.want, f.describe())
+		require.NoError(t, f.check())
+		assert.Equal(t, tt.want, f.describe(tt.loopbackOnly))
 	}
 }

@@ -134,6 +134,10 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return err
 	}
 	reg.MustRegister(authMetrics)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *addr, err)
+	}
 	api := &httpapi.Server{
 		Platform:       &platform.Service{Store: st, Temporal: c, DataConverter: opts.DataConverter, Logger: logger},
 		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
@@ -143,6 +147,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		Metrics:        httpapi.NewMetrics(reg),
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		MetricsToken:   *authf.metricsToken,
+		ListenAddr:     ln.Addr(),
 		Timeout:        requestTimeout,
 		Admission:      &admission.Limiter{MaxInFlight: *maxInFlight, MaxQueue: queueSize(*maxQueue), MaxWait: *maxWait},
 		Logger:         logger,
@@ -159,10 +164,6 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", *addr, err)
-	}
 	scheme := "http"
 	if cert != nil {
 		scheme = "https"
@@ -170,7 +171,7 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		go cert.watch(ctx)
 	}
 	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(*keyStore))
-	fmt.Fprintln(out, authf.describe())
+	fmt.Fprintln(out, authf.describe(httpapi.LoopbackOnly(ln.Addr())))
 	if codec != nil {
 		fmt.Fprintf(out, "payload codec endpoint for the Temporal Web UI and CLI: %s://%s%s (encrypting with key %s)\n", scheme, ln.Addr(), payloadcodec.PathPrefix, codec.CurrentKeyID())
 	}

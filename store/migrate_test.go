@@ -110,7 +110,7 @@ func TestLoadMigrations(t *testing.T) {
 				assert.NotEmpty(t, m.sql)
 				names = append(names, m.name)
 			}
-			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys", "rewards_enrollments", "api_keys", "rewards_tenants"}, names)
+			assert.Equal(t, []string{"runs", "definitions", "rewards", "idempotency_keys", "rewards_enrollments", "api_keys", "rewards_tenants", "rewards_left_balance"}, names)
 		})
 	}
 }

@@ -19,6 +19,18 @@ type EnrollmentRow struct {
 	// EnrolledAt is nil when only an unenrollment is on record.
 	EnrolledAt   *time.Time `json:"enrolled_at"`
 	UnenrolledAt *time.Time `json:"unenrolled_at"`
+	// Left is the balance the customer unenrolled with; nil while enrolled
+	// and for an unenrollment recorded without one (by a release before
+	// migration 0008).
+	Left *Balance `json:"left,omitempty"`
+}
+
+// Balance is a rewards customer's balance as the entity held it when the
+// customer unenrolled.
+type Balance struct {
+	Points         int64 `json:"points"`
+	LifetimePoints int64 `json:"lifetime_points"`
+	EventCount     int64 `json:"event_count"`
 }
 
 // TierChangeRow is one tier change of a rewards customer, a row of
@@ -74,20 +86,25 @@ func (s *Store) Enroll(ctx context.Context, tenant, customerID string, at time.T
 }
 
 // RecordUnenrollment records that customer customerID of tenant left at the
-// given time and reports whether this call recorded it; the first unenrollment of an
-// enrollment is kept. A customer with no enrollment on record (enrolled before
-// the database recorder, or whose enrollment is still being recorded) gets a
-// record holding only the unenrollment.
-func (s *Store) RecordUnenrollment(ctx context.Context, tenant, customerID string, at time.Time) (recorded bool, err error) {
+// given time with the balance left, and reports whether this call recorded
+// it; the first unenrollment of an enrollment is kept, with its balance. A
+// customer with no enrollment on record (enrolled before the database
+// recorder, or whose enrollment is still being recorded) gets a record
+// holding only the unenrollment.
+func (s *Store) RecordUnenrollment(ctx context.Context, tenant, customerID string, at time.Time, left Balance) (recorded bool, err error) {
 	what := "record unenrollment of " + customerName(tenant, customerID)
 	key, err := rewardsKey(tenant, customerID)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments (customer_id, tenant_id, unenrolled_at)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at
-		WHERE rewards_enrollments.unenrolled_at IS NULL`, key, tenant, dbTime(at))
+	res, err := s.db.ExecContext(ctx, `INSERT INTO rewards_enrollments
+		(customer_id, tenant_id, unenrolled_at, left_at, left_points, left_lifetime_points, left_event_count)
+		VALUES ($1, $2, $3, $3, $4, $5, $6)
+		ON CONFLICT (customer_id) DO UPDATE SET unenrolled_at = excluded.unenrolled_at, left_at = excluded.left_at,
+			left_points = excluded.left_points, left_lifetime_points = excluded.left_lifetime_points,
+			left_event_count = excluded.left_event_count
+		WHERE rewards_enrollments.unenrolled_at IS NULL`,
+		key, tenant, dbTime(at), left.Points, left.LifetimePoints, left.EventCount)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
@@ -121,9 +138,11 @@ func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (Enro
 		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
 	}
 	e := EnrollmentRow{TenantID: tenant, CustomerID: customerID}
-	var enrolled, unenrolled scanTime
-	err = s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at FROM rewards_enrollments WHERE customer_id = $1`,
-		key).Scan(&enrolled, &unenrolled)
+	var enrolled, unenrolled, leftAt scanTime
+	var points, lifetime, events sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at, left_at, left_points, left_lifetime_points, left_event_count
+		FROM rewards_enrollments WHERE customer_id = $1`,
+		key).Scan(&enrolled, &unenrolled, &leftAt, &points, &lifetime, &events)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -131,6 +150,10 @@ func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (Enro
 		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
 	}
 	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
+	// The balance is this unenrollment's only when it was recorded with it.
+	if unenrolled.valid && leftAt.valid && leftAt.t.Equal(unenrolled.t) {
+		e.Left = &Balance{Points: points.Int64, LifetimePoints: lifetime.Int64, EventCount: events.Int64}
+	}
 	return e, nil
 }
 

@@ -141,7 +141,9 @@ func TestPrevReleaseStatementsOnMigratedSchema(t *testing.T) {
 			{"tenant a's tier change", func() (bool, error) {
 				return s.RecordTierChange(ctx, "t-a", "c-1", "basic", "gold", 500, at(time.Minute))
 			}, true},
-			{"tenant a unenrolls c-1", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-a", "c-1", at(30*time.Minute)) }, true},
+			{"tenant a unenrolls c-1", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "t-a", "c-1", at(30*time.Minute), Balance{Points: 500})
+			}, true},
 
 			{"prev: enroll", func() (bool, error) { return prev.enroll("c-1", at(0), false) }, true},
 			{"prev: enroll again", func() (bool, error) { return prev.enroll("c-1", at(time.Hour), false) }, true},
@@ -160,7 +162,9 @@ func TestPrevReleaseStatementsOnMigratedSchema(t *testing.T) {
 			{"current: stray enrollment", func() (bool, error) { return s.Enroll(ctx, "default", "c-1", at(2*time.Hour), false) }, false},
 			{"prev: re-enrollment", func() (bool, error) { return prev.enroll("c-1", at(3*time.Hour), true) }, true},
 			{"prev: re-enrollment retried", func() (bool, error) { return prev.enroll("c-1", at(3*time.Hour), true) }, true},
-			{"current: unenroll", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c-1", at(4*time.Hour)) }, true},
+			{"current: unenroll", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "default", "c-1", at(4*time.Hour), Balance{Points: 5})
+			}, true},
 			{"prev: unenroll after it", func() (bool, error) { return prev.recordUnenrollment("c-1", at(5*time.Hour)) }, false},
 			{"prev: unenroll with no enrollment on record", func() (bool, error) { return prev.recordUnenrollment("c-2", at(time.Hour)) }, true},
 			{"prev: enroll after it", func() (bool, error) { return prev.enroll("c-2", at(2*time.Hour), false) }, false},
@@ -174,9 +178,9 @@ func TestPrevReleaseStatementsOnMigratedSchema(t *testing.T) {
 		}
 
 		enrollments := []EnrollmentRow{
-			{TenantID: "default", CustomerID: "c-1", EnrolledAt: ptr(at(3 * time.Hour)), UnenrolledAt: ptr(at(4 * time.Hour))},
+			{TenantID: "default", CustomerID: "c-1", EnrolledAt: ptr(at(3 * time.Hour)), UnenrolledAt: ptr(at(4 * time.Hour)), Left: &Balance{Points: 5}},
 			{TenantID: "default", CustomerID: "c-2", UnenrolledAt: ptr(at(time.Hour))},
-			{TenantID: "t-a", CustomerID: "c-1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(30 * time.Minute))},
+			{TenantID: "t-a", CustomerID: "c-1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(30 * time.Minute)), Left: &Balance{Points: 500}},
 			{TenantID: "t-b", CustomerID: "c-2", EnrolledAt: ptr(at(6 * time.Hour))},
 		}
 		for _, want := range enrollments {
@@ -186,7 +190,7 @@ func TestPrevReleaseStatementsOnMigratedSchema(t *testing.T) {
 			if want.TenantID == "default" {
 				old, err := prev.enrollment(want.CustomerID)
 				require.NoError(t, err, want)
-				want.TenantID = ""
+				want.TenantID, want.Left = "", nil
 				assert.Equal(t, want, old, "the previous release reads the default tenant's row")
 			}
 		}
@@ -205,6 +209,39 @@ func TestPrevReleaseStatementsOnMigratedSchema(t *testing.T) {
 		assert.Equal(t, [][2]string{{"c-1", "default"}, {"c-2", "default"}, {"t-a/c-1", "t-a"}, {"t-b/c-2", "t-b"}},
 			rewardsRows(t, s, "rewards_enrollments"), "the previous release's rows are the default tenant's")
 		assert.Equal(t, [][2]string{{"c-1", "default"}, {"t-a/c-1", "t-a"}}, rewardsRows(t, s, "rewards_tier_changes"))
+	})
+}
+
+// The balance kept with an unenrollment is that unenrollment's only: a
+// release that records unenrollments without a balance (any before 0008's,
+// as the previous release's statements here) leaves none, even when a
+// balance of an earlier unenrollment is still in the row.
+func TestUnenrollmentBalanceIsThatUnenrollments(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		prev := prevRelease{db: s.db}
+		left := Balance{Points: 65, LifetimePoints: 80, EventCount: 3}
+		steps := []struct {
+			name string
+			call func() (bool, error)
+			want *Balance
+		}{
+			{"enroll", func() (bool, error) { return s.Enroll(ctx, "default", "c-1", at(0), false) }, nil},
+			{"unenroll with a balance", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c-1", at(time.Hour), left) }, &left},
+			{"re-enroll", func() (bool, error) { return s.Enroll(ctx, "default", "c-1", at(2*time.Hour), true) }, nil},
+			{"an older release unenrolls, without a balance", func() (bool, error) { return prev.recordUnenrollment("c-1", at(3*time.Hour)) }, nil},
+			{"an older release re-enrolls", func() (bool, error) { return prev.enroll("c-1", at(4*time.Hour), true) }, nil},
+			{"unenroll with a balance again", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "default", "c-1", at(5*time.Hour), Balance{Points: 9})
+			}, &Balance{Points: 9}},
+		}
+		for _, st := range steps {
+			_, err := st.call()
+			require.NoError(t, err, st.name)
+			row, err := s.Enrollment(ctx, "default", "c-1")
+			require.NoError(t, err, st.name)
+			assert.Equal(t, st.want, row.Left, st.name)
+		}
 	})
 }
 

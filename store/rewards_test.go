@@ -28,8 +28,12 @@ func TestRewards(t *testing.T) {
 			{"next tier change", func() (bool, error) {
 				return s.RecordTierChange(ctx, "default", "c1", "silver", "gold", 1000, at(2*time.Minute))
 			}, true},
-			{"unenroll", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c1", at(time.Hour)) }, true},
-			{"unenroll again", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c1", at(2*time.Hour)) }, false},
+			{"unenroll", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "default", "c1", at(time.Hour), Balance{Points: 1200, LifetimePoints: 1500, EventCount: 9})
+			}, true},
+			{"unenroll again", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "default", "c1", at(2*time.Hour), Balance{Points: 1})
+			}, false},
 			{"retried first enrollment", func() (bool, error) { return s.Enroll(ctx, "default", "c1", at(0), false) }, false},
 		}
 		for _, st := range steps {
@@ -40,7 +44,8 @@ func TestRewards(t *testing.T) {
 
 		e, err := s.Enrollment(ctx, "default", "c1")
 		require.NoError(t, err)
-		assert.Equal(t, EnrollmentRow{TenantID: "default", CustomerID: "c1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))}, e)
+		assert.Equal(t, EnrollmentRow{TenantID: "default", CustomerID: "c1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour)),
+			Left: &Balance{Points: 1200, LifetimePoints: 1500, EventCount: 9}}, e, "the first unenrollment and its balance are kept")
 		changes, err := s.TierChanges(ctx, "default", "c1")
 		require.NoError(t, err)
 		assert.Equal(t, []TierChangeRow{
@@ -60,9 +65,12 @@ func TestRewards(t *testing.T) {
 // stray event) finds the customer unenrolled and changes nothing; only the
 // explicit re-enrollment reopens the record. An unenrollment may be recorded
 // with no enrollment on record (entities older than the database recorder).
+// The balance the customer left with is kept with the unenrollment, until
+// the re-enrollment.
 func TestUnenrollmentIsFinalUntilReenrollment(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
+		left := Balance{Points: 65, LifetimePoints: 80, EventCount: 3}
 		steps := []struct {
 			name     string
 			call     func() (bool, error)
@@ -75,20 +83,23 @@ func TestUnenrollmentIsFinalUntilReenrollment(t *testing.T) {
 				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0))}},
 			{"re-enroll while enrolled", func() (bool, error) { return s.Enroll(ctx, "default", "c2", at(time.Minute), true) }, true,
 				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0))}},
-			{"unenroll", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c2", at(time.Hour)) }, true,
-				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))}},
+			{"unenroll", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c2", at(time.Hour), left) }, true,
+				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour)), Left: &left}},
 			{"stray enrollment after unenrollment", func() (bool, error) { return s.Enroll(ctx, "default", "c2", at(2*time.Hour), false) }, false,
-				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))}},
+				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour)), Left: &left}},
 			{"re-enrollment", func() (bool, error) { return s.Enroll(ctx, "default", "c2", at(3*time.Hour), true) }, true,
 				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour))}},
 			{"re-enrollment retried", func() (bool, error) { return s.Enroll(ctx, "default", "c2", at(3*time.Hour), true) }, true,
 				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour))}},
-			{"second unenrollment", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c2", at(4*time.Hour)) }, true,
-				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour)), UnenrolledAt: ptr(at(4 * time.Hour))}},
-			{"unenrollment with no enrollment on record", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c3", at(time.Hour)) }, true,
-				EnrollmentRow{TenantID: "default", CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour))}},
+			{"second unenrollment", func() (bool, error) {
+				return s.RecordUnenrollment(ctx, "default", "c2", at(4*time.Hour), Balance{Points: 7, LifetimePoints: 7, EventCount: 1})
+			}, true,
+				EnrollmentRow{TenantID: "default", CustomerID: "c2", EnrolledAt: ptr(at(3 * time.Hour)), UnenrolledAt: ptr(at(4 * time.Hour)),
+					Left: &Balance{Points: 7, LifetimePoints: 7, EventCount: 1}}},
+			{"unenrollment with no enrollment on record", func() (bool, error) { return s.RecordUnenrollment(ctx, "default", "c3", at(time.Hour), Balance{}) }, true,
+				EnrollmentRow{TenantID: "default", CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour)), Left: &Balance{}}},
 			{"enrollment after it", func() (bool, error) { return s.Enroll(ctx, "default", "c3", at(2*time.Hour), false) }, false,
-				EnrollmentRow{TenantID: "default", CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour))}},
+				EnrollmentRow{TenantID: "default", CustomerID: "c3", UnenrolledAt: ptr(at(time.Hour)), Left: &Balance{}}},
 		}
 		for _, st := range steps {
 			got, err := st.call()
@@ -115,13 +126,13 @@ func TestRewardsAreTenantScoped(t *testing.T) {
 			{"a's tier change", func() (bool, error) {
 				return s.RecordTierChange(ctx, "t-a", "c-1", "basic", "gold", 500, at(time.Minute))
 			}, true},
-			{"a unenrolls", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-a", "c-1", at(time.Hour)) }, true},
+			{"a unenrolls", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-a", "c-1", at(time.Hour), Balance{}) }, true},
 			{"a stays out", func() (bool, error) { return s.Enroll(ctx, "t-a", "c-1", at(2*time.Hour), false) }, false},
 			{"b's c-1 is new", func() (bool, error) { return s.Enroll(ctx, "t-b", "c-1", at(2*time.Hour), false) }, true},
 			{"b's tier change at a's time", func() (bool, error) {
 				return s.RecordTierChange(ctx, "t-b", "c-1", "basic", "gold", 500, at(time.Minute))
 			}, true},
-			{"b unenrolls on its own", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-b", "c-1", at(3*time.Hour)) }, true},
+			{"b unenrolls on its own", func() (bool, error) { return s.RecordUnenrollment(ctx, "t-b", "c-1", at(3*time.Hour), Balance{}) }, true},
 			{"the default tenant's c-1 is new", func() (bool, error) { return s.Enroll(ctx, "default", "c-1", at(4*time.Hour), false) }, true},
 		}
 		for _, st := range steps {
@@ -131,8 +142,8 @@ func TestRewardsAreTenantScoped(t *testing.T) {
 		}
 
 		rows := []EnrollmentRow{
-			{TenantID: "t-a", CustomerID: "c-1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour))},
-			{TenantID: "t-b", CustomerID: "c-1", EnrolledAt: ptr(at(2 * time.Hour)), UnenrolledAt: ptr(at(3 * time.Hour))},
+			{TenantID: "t-a", CustomerID: "c-1", EnrolledAt: ptr(at(0)), UnenrolledAt: ptr(at(time.Hour)), Left: &Balance{}},
+			{TenantID: "t-b", CustomerID: "c-1", EnrolledAt: ptr(at(2 * time.Hour)), UnenrolledAt: ptr(at(3 * time.Hour)), Left: &Balance{}},
 			{TenantID: "default", CustomerID: "c-1", EnrolledAt: ptr(at(4 * time.Hour))},
 		}
 		for _, want := range rows {
@@ -173,7 +184,7 @@ func TestRewardsNeedATenant(t *testing.T) {
 		call func() error
 	}{
 		{"enroll", func() error { _, err := s.Enroll(ctx, "", "c-1", at(0), false); return err }},
-		{"unenroll", func() error { _, err := s.RecordUnenrollment(ctx, "", "c-1", at(0)); return err }},
+		{"unenroll", func() error { _, err := s.RecordUnenrollment(ctx, "", "c-1", at(0), Balance{}); return err }},
 		{"tier change", func() error { _, err := s.RecordTierChange(ctx, "", "c-1", "basic", "gold", 500, at(0)); return err }},
 	}
 	for _, c := range calls {
@@ -186,7 +197,7 @@ func TestRewardsNeedATenant(t *testing.T) {
 			call func() error
 		}{
 			{"enroll", func() error { _, err := s.Enroll(ctx, tenant, customer, at(0), false); return err }},
-			{"unenroll", func() error { _, err := s.RecordUnenrollment(ctx, tenant, customer, at(0)); return err }},
+			{"unenroll", func() error { _, err := s.RecordUnenrollment(ctx, tenant, customer, at(0), Balance{}); return err }},
 			{"tier change", func() error {
 				_, err := s.RecordTierChange(ctx, tenant, customer, "basic", "gold", 500, at(0))
 				return err

@@ -27,11 +27,13 @@ import (
 type ingestConfig struct {
 	enabled bool
 	natsURL string
+	// nats is the TLS and the credential the ingress connects with.
+	nats    ingress.Security
 	ingress ingress.Config
 }
 
 // addIngestFlags defines the ingress's flags on fs, each over its INGEST_*
-// (or NATS_URL) environment variable read by getenv. The returned func
+// (or NATS_*) environment variable read by getenv. The returned func
 // checks what was parsed; call it after fs.Parse.
 func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfig) func() error {
 	var envErrs []error
@@ -65,6 +67,15 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	var tenants string
 	fs.BoolVar(&c.enabled, "ingest", enabled, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that (env INGEST_ENABLED)")
 	fs.StringVar(&c.natsURL, "nats-url", envOr(getenv, "NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
+	sec := ingress.SecurityFromEnv(getenv)
+	fs.StringVar(&c.nats.CAFile, "nats-ca", sec.CAFile, "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on (env NATS_CA)")
+	fs.StringVar(&c.nats.CertFile, "nats-cert", sec.CertFile, "PEM `file` of the ingress's TLS client certificate, with -nats-key (env NATS_CERT)")
+	fs.StringVar(&c.nats.KeyFile, "nats-key", sec.KeyFile, "PEM `file` of the client certificate's private key (env NATS_KEY)")
+	fs.StringVar(&c.nats.CredsFile, "nats-creds", sec.CredsFile, "NATS credentials `file` (.creds: user JWT and nkey seed) (env NATS_CREDS)")
+	fs.StringVar(&c.nats.NkeyFile, "nats-nkey", sec.NkeyFile, "`file` holding the NATS user's nkey seed (env NATS_NKEY)")
+	fs.StringVar(&c.nats.User, "nats-user", sec.User, "NATS `user`, with its password (env NATS_USER)")
+	fs.StringVar(&c.nats.Password, "nats-password", sec.Password, "the NATS user's `password`; prefer the environment, a flag shows in ps (env NATS_PASSWORD)")
+	fs.StringVar(&c.nats.Token, "nats-token", sec.Token, "NATS authentication `token`; prefer the environment, a flag shows in ps (env NATS_TOKEN)")
 	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr(getenv, "INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
 	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr(getenv, "INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
 	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr(getenv, "INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events, {name}-{partition} per partition (env INGEST_POINTS_DURABLE)")
@@ -80,7 +91,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
 	fs.IntVar(&ic.Workers, "ingest-workers", envNum("INGEST_WORKERS", ingress.DefaultWorkers), "messages applied at once; a customer's go one at a time, in order (env INGEST_WORKERS)")
 	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 16), "messages of one customer held at once; more are nacked until their turn (env INGEST_MAX_PER_CUSTOMER)")
-	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "deliveries after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
+	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
 	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
 	return func() error {
@@ -118,6 +129,9 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		if ic.StreamDuplicates < 0 {
 			return fmt.Errorf("-ingest-stream-duplicates must not be negative, not %v", ic.StreamDuplicates)
 		}
+		if err := c.nats.Validate(); err != nil {
+			return err
+		}
 		return ic.Validate()
 	}
 }
@@ -128,7 +142,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 // start, nil after a shutdown that nacked what was queued and gave the
 // messages in flight their StopTimeout.
 func startIngress(ctx context.Context, cfg ingestConfig, c client.Client, dc converter.DataConverter, st *store.Store, reg prometheus.Registerer, logger *slog.Logger) (<-chan error, error) {
-	nc, err := ingress.Connect(ctx, cfg.natsURL, "entityflow worker ingress", logger)
+	nc, err := ingress.Connect(ctx, cfg.natsURL, "entityflow worker ingress", cfg.nats, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +158,7 @@ func startIngress(ctx context.Context, cfg ingestConfig, c client.Client, dc con
 		Rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: 2 * time.Second, AttemptTimeout: 15 * time.Second, Logger: logger},
 		Platform: &platform.Service{Store: st, Temporal: c, DataConverter: dc, Logger: logger},
 	}
-	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted())
+	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted(), "nats_security", cfg.nats.String())
 	done := make(chan error, 1)
 	go func() {
 		defer nc.Close()

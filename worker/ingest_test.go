@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,16 @@ import (
 
 func TestParseIngestConfig(t *testing.T) {
 	on := []string{"-ingest"}
+	dir := t.TempDir()
+	file := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("test"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, cert, key, creds, nkey := file("ca.pem"), file("cert.pem"), file("key.pem"), file("ingress.creds"), file("ingress.nk")
+	missing := filepath.Join(dir, "missing.pem")
 	tests := []struct {
 		name    string
 		args    []string
@@ -65,6 +77,26 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "wildcard prefix", args: []string{"-ingest", "-ingest-points-prefix", "rewards.*"}, wantErr: "literal subject tokens"},
 		{name: "stream name with a dot", args: []string{"-ingest", "-ingest-points-stream", "a.b"}, wantErr: "JetStream name"},
 		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: "tenant_id"},
+		{name: "NATS: plain text without credentials by default", args: on, want: func(c config) bool { return c.ingest.nats == ingress.Security{} }},
+		{name: "NATS: TLS, client certificate and user from the environment", env: map[string]string{
+			"INGEST_ENABLED": "true", "NATS_CA": ca, "NATS_CERT": cert, "NATS_KEY": key, "NATS_USER": "ingress", "NATS_PASSWORD": "s3cret",
+		}, want: func(c config) bool {
+			return c.ingest.nats == ingress.Security{CAFile: ca, CertFile: cert, KeyFile: key, User: "ingress", Password: "s3cret"}
+		}},
+		{name: "NATS: creds file by flag", args: []string{"-ingest", "-nats-ca", ca, "-nats-creds", creds}, want: func(c config) bool {
+			return c.ingest.nats == ingress.Security{CAFile: ca, CredsFile: creds}
+		}},
+		{name: "NATS: nkey flag over the environment's", args: []string{"-ingest", "-nats-nkey", nkey}, env: map[string]string{"NATS_NKEY": missing}, want: func(c config) bool {
+			return c.ingest.nats.NkeyFile == nkey
+		}},
+		{name: "NATS: token from the environment", args: on, env: map[string]string{"NATS_TOKEN": "t0ken"}, want: func(c config) bool { return c.ingest.nats.Token == "t0ken" }},
+		{name: "NATS: settings unchecked while off", env: map[string]string{"NATS_CERT": cert}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "NATS: certificate without its key", args: []string{"-ingest", "-nats-cert", cert}, wantErr: "both -nats-cert and -nats-key"},
+		{name: "NATS: key without its certificate", args: []string{"-ingest", "-nats-key", key}, wantErr: "both -nats-cert and -nats-key"},
+		{name: "NATS: two credential kinds", args: []string{"-ingest", "-nats-creds", creds}, env: map[string]string{"NATS_TOKEN": "t0ken"}, wantErr: "one kind at a time, not creds and token"},
+		{name: "NATS: user without password", args: []string{"-ingest", "-nats-user", "ingress"}, wantErr: "both -nats-user and -nats-password"},
+		{name: "NATS: password without user", args: on, env: map[string]string{"NATS_PASSWORD": "s3cret"}, wantErr: "both -nats-user and -nats-password"},
+		{name: "NATS: a file that is not there", args: []string{"-ingest", "-nats-ca", missing}, wantErr: "-nats-ca: open " + missing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

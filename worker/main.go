@@ -22,7 +22,9 @@
 // the previous release from this binary.
 //
 // Ingress. With -ingest (env INGEST_ENABLED) the worker also consumes point
-// events and event envelopes from NATS JetStream (NATS_URL) and delivers them
+// events and event envelopes from NATS JetStream (NATS_URL; TLS and a
+// credential with -nats-ca, -nats-cert, -nats-key and one of -nats-creds,
+// -nats-nkey, -nats-user with -nats-password, -nats-token) and delivers them
 // to the rewards entities and the activity platform with exactly-once effect
 // (internal/ingress): point events on rewards.{tenant}.{customer}.points
 // (stream REWARDS_POINTS), envelopes on events.{tenant}[.more] (stream

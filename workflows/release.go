@@ -52,13 +52,17 @@ const (
 // against RewardsWorkflowIDFor(tenant_id, customer_id) instead of
 // RewardsWorkflowID(customer_id), and hands its tenant to its activities
 // (so the database keeps each tenant's records apart), to the next run and
-// to the status. A default-tenant entity writes what release 3 wrote. A run
-// of an earlier release is the default tenant's: it checks the ID as release
-// 2 did and ignores tenant_id, so a tenant's entity
-// (rewards/{tenant}/{customer_id}) fails at the start of a run of release 3
-// or below (a worker held back by RewardsReleaseCap, or code from before
-// release 4) with InvalidRewardsInput, rather than run as the default
-// tenant's customer.
+// to the status. A default-tenant entity writes what release 3 wrote.
+// Releases 1 to 3 knew only the default tenant. A run of one of them (a
+// worker held back by RewardsReleaseCap, as after a rollback) that meets a
+// tenant's entity (a non-empty tenant_id other than "default") does not
+// serve it, at any of those releases: it fails its workflow task
+// (serveCheck, failTask), so the entity keeps its state in history and a
+// worker of release 4 or later takes the run on. Code built before this rule
+// (the build that first shipped release 4 and everything older) fails such
+// a run with InvalidRewardsInput instead, or, at release 1, serves it as the
+// default tenant's customer: never roll back to it while tenant entities
+// run (README, "Rolling back").
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

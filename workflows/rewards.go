@@ -34,15 +34,20 @@ type RewardsState struct {
 // unenrolls, continuing as new on Temporal's suggestion or every events_per_run
 // events, and applies each event carrying a dedup key at most once.
 func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
+	if in.unreadable != nil {
+		failTask(ctx, in, UnservableUnreadable, fmt.Errorf("input does not decode under release %d: %w", RewardsRelease, in.unreadable))
+	}
 	if err := in.Validate(); err != nil {
-		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return Status{}, refuseInput(ctx, in, err)
 	}
 	release := rewardsRelease(ctx)
-	tenant := entityTenant(in, release)
+	if cause, err := serveCheck(in, release); err != nil {
+		failTask(ctx, in, cause, err)
+	}
+	tenant := entityTenant(in)
 	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, RewardsWorkflowIDFor(tenant, in.CustomerID); release >= 2 && id != want {
-		return Status{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, TenantOrDefault(tenant), id, want),
-			ErrInvalidInput, nil)
+		return Status{}, refuseInput(ctx, in,
+			fmt.Errorf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, TenantOrDefault(tenant), id, want))
 	}
 	e := newEntity(ctx, in, tenant, release)
 	if err := e.register(ctx); err != nil {
@@ -51,12 +56,10 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 	return e.run(ctx)
 }
 
-// entityTenant is the tenant a run of release serves, empty for the default
-// tenant: from release 4 the input's tenant_id, before it always the default
-// tenant (those releases knew no other and check the default tenant's
-// workflow ID).
-func entityTenant(in RewardsInput, release int) string {
-	if release < 4 || IsDefaultTenant(in.TenantID) {
+// entityTenant is the tenant the run serves, empty for the default tenant.
+// Runs of releases below 4 serve the default tenant only (serveCheck).
+func entityTenant(in RewardsInput) string {
+	if IsDefaultTenant(in.TenantID) {
 		return ""
 	}
 	return in.TenantID
@@ -100,6 +103,10 @@ type entity struct {
 	inFlight    int // activities running in background coroutines
 	timerArmed  bool
 	timerFired  bool
+
+	// left is the balance a refused customer unenrolled with, as the Enroll
+	// activity found it (nil: none recorded); only status() reads it.
+	left *Balance
 
 	attrs      SearchAttributeSupport
 	attrsSeen  bool // attrs holds the namespace's answer

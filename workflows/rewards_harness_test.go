@@ -24,13 +24,15 @@ import (
 var start = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 // recorder counts what the rewards activities were asked to record and, like
-// the database, keeps an unenrolled customer out until re-enrolled.
+// the database, keeps an unenrolled customer out until re-enrolled, with
+// the balance it left with.
 type recorder struct {
 	mu          sync.Mutex
 	enrollments []workflows.Enrollment
 	tierChanges []workflows.TierChange
 	unenrolled  []workflows.Unenrollment
-	out         map[string]bool // customers (by recorderKey) unenrolled and not re-enrolled
+	out         map[string]bool              // customers (by recorderKey) unenrolled and not re-enrolled
+	left        map[string]workflows.Balance // their balances, when recorded
 }
 
 // recorderKey names a tenant's customer, as the database keys its records.
@@ -38,16 +40,21 @@ func recorderKey(tenant, customer string) string {
 	return workflows.TenantOrDefault(tenant) + "/" + customer
 }
 
-func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (bool, error) {
+func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.enrollments = append(r.enrollments, e)
 	key := recorderKey(e.TenantID, e.CustomerID)
 	if r.out[key] && !e.Reenroll {
-		return false, nil
+		res := workflows.EnrollmentResult{Unenrolled: true}
+		if b, ok := r.left[key]; ok {
+			res.Left = &b
+		}
+		return res, nil
 	}
 	delete(r.out, key)
-	return true, nil
+	delete(r.left, key)
+	return workflows.EnrollmentResult{}, nil
 }
 
 func (r *recorder) RecordTierChange(_ context.Context, c workflows.TierChange) error {
@@ -64,7 +71,12 @@ func (r *recorder) RecordUnenrollment(_ context.Context, u workflows.Unenrollmen
 	if r.out == nil {
 		r.out = map[string]bool{}
 	}
-	r.out[recorderKey(u.TenantID, u.CustomerID)] = true
+	if r.left == nil {
+		r.left = map[string]workflows.Balance{}
+	}
+	key := recorderKey(u.TenantID, u.CustomerID)
+	r.out[key] = true
+	r.left[key] = workflows.Balance{Points: u.Points, LifetimePoints: u.LifetimePoints, EventCount: u.EventCount}
 	return nil
 }
 

@@ -50,6 +50,7 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 	if res.Unenrolled {
 		e.log.Info("customer has unenrolled; refusing events until re-enrolled")
 		e.member = refused
+		e.left = res.Left
 		return
 	}
 	e.st.EnrollRecorded = true
@@ -386,7 +387,23 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 	return e.status(), nil
 }
 
+// status is the entity's status. A run that refuses an unenrolled customer
+// holds no balance of its own and answers with the one the customer left
+// with, so that the customer's status does not depend on whether a later
+// command started such a run; nothing here changes what the run does.
 func (e *entity) status() Status {
+	if e.member == refused && e.left != nil {
+		return Status{
+			TenantID:       e.tenant,
+			CustomerID:     e.customerID,
+			Points:         e.left.Points,
+			LifetimePoints: e.left.LifetimePoints,
+			Tier:           TierFor(e.left.Points),
+			EventCount:     e.left.EventCount,
+			Run:            e.st.Run,
+			Release:        e.release,
+		}
+	}
 	return Status{
 		TenantID:           e.tenant,
 		CustomerID:         e.customerID,

@@ -114,8 +114,9 @@ func TestRetriedUpdateDuringUnenrollmentGetsItsFirstAnswer(t *testing.T) {
 }
 
 // After an unenrollment, an event that starts a fresh entity (UpdateWithStart,
-// SignalWithStart) is refused, and the entity ends without applying anything;
-// only the enroll update brings the customer back.
+// SignalWithStart) is refused, and the entity ends without applying anything,
+// its status the balance the customer left with; only the enroll update
+// brings the customer back, with no points.
 func TestUnenrollmentIsFinalUntilReenrollment(t *testing.T) {
 	h := newEntity(t)
 	first := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
@@ -137,8 +138,9 @@ func TestUnenrollmentIsFinalUntilReenrollment(t *testing.T) {
 	if errorType(retried.err) != workflows.ErrNotEnrolled || !nonRetryable(retried.err) {
 		t.Errorf("event for an unenrolled customer: %+v, %v; want a non-retryable %s", retried.result, retried.err, workflows.ErrNotEnrolled)
 	}
-	if stray.status.Enrolled || stray.status.Points != 0 || stray.status.EventCount != 0 {
-		t.Errorf("entity started for an unenrolled customer ended as %+v; want unenrolled with nothing applied", stray.status)
+	// Its status is the customer's: the balance it left with, not enrolled.
+	if st := stray.status; st.Enrolled || st.Points != 10 || st.LifetimePoints != 10 || st.EventCount != 1 || st.Tier != workflows.TierBasic || st.DedupKeys != 0 {
+		t.Errorf("entity started for an unenrolled customer ended as %+v; want unenrolled with the 10 points it left with and nothing applied", st)
 	}
 
 	var enrolled workflows.Status
@@ -323,13 +325,12 @@ func TestSearchAttributesAreWrittenSparingly(t *testing.T) {
 // customer is not lost: the re-enrolled entity takes it and ends.
 func TestUnenrollDuringReenrollmentIsKept(t *testing.T) {
 	h := newEntity(t)
-	h.rec.out = map[string]bool{"c-1": true} // the customer unenrolled before
+	h.rec.out = map[string]bool{recorderKey("", "c-1"): true} // the customer unenrolled before
 	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
 		acts := h.rec // every Enroll, the check and the re-enrollment, takes 10 s
 		env.OnActivity(workflows.ActivityEnroll, mock.Anything, mock.Anything).Return(
 			func(ctx context.Context, in workflows.Enrollment) (workflows.EnrollmentResult, error) {
-				enrolled, err := acts.RecordEnrollment(ctx, in)
-				return workflows.EnrollmentResult{Unenrolled: !enrolled}, err
+				return acts.RecordEnrollment(ctx, in)
 			}).After(10 * time.Second)
 	}
 	var enrollErr error

@@ -12,31 +12,43 @@ import (
 )
 
 // From release 4 a run checks its workflow ID against its tenant and
-// customer; a run of release 3 or below (held back by RewardsReleaseCap)
-// checks it as release 2 did, so it serves the default tenant only and a
-// tenant's entity fails rather than run as the default tenant's customer.
+// customer and fails a fresh start that does not match. A run of releases 1
+// to 3 (held back by RewardsReleaseCap) serves the default tenant only: a
+// tenant's entity fails its workflow task there, at every one of them
+// (release 1 has no ID check of its own), rather than run as the default
+// tenant's customer or fail the workflow.
 func TestWorkflowIDMustMatchTenantAndCustomer(t *testing.T) {
+	const (
+		serves    = iota
+		failsRun  // the workflow fails InvalidRewardsInput
+		failsTask // the workflow task fails; the workflow does not
+	)
 	tests := []struct {
 		name   string
 		cap    int // 0: no cap, the newest release
 		tenant string
 		id     string
-		// wantTenant is the status's tenant_id when the run succeeds; fail
-		// says it fails InvalidRewardsInput instead.
+		// wantTenant is the status's tenant_id when the run serves.
 		wantTenant string
-		fail       bool
+		outcome    int
 	}{
-		{"tenant entity", 0, "t-1", "rewards/t-1/c-1", "t-1", false},
-		{"default tenant", 0, "", "rewards-c-1", "", false},
-		{"default tenant named", 0, workflows.DefaultTenant, "rewards-c-1", "", false},
-		{"tenant input, default ID", 0, "t-1", "rewards-c-1", "", true},
-		{"default input, tenant ID", 0, "", "rewards/t-1/c-1", "", true},
-		{"another tenant's ID", 0, "t-2", "rewards/t-1/c-1", "", true},
-		{"another customer's ID", 0, "t-1", "rewards/t-1/c-2", "", true},
-		{"release 3: tenant entity", 3, "t-1", "rewards/t-1/c-1", "", true},
-		{"release 3: tenant input, default ID", 3, "t-1", "rewards-c-1", "", false},
-		{"release 3: default tenant", 3, "", "rewards-c-1", "", false},
-		{"release 2: tenant entity", 2, "t-1", "rewards/t-1/c-1", "", true},
+		{"tenant entity", 0, "t-1", "rewards/t-1/c-1", "t-1", serves},
+		{"default tenant", 0, "", "rewards-c-1", "", serves},
+		{"default tenant named", 0, workflows.DefaultTenant, "rewards-c-1", "", serves},
+		{"tenant input, default ID", 0, "t-1", "rewards-c-1", "", failsRun},
+		{"default input, tenant ID", 0, "", "rewards/t-1/c-1", "", failsRun},
+		{"another tenant's ID", 0, "t-2", "rewards/t-1/c-1", "", failsRun},
+		{"another customer's ID", 0, "t-1", "rewards/t-1/c-2", "", failsRun},
+		{"release 4: tenant entity", 4, "t-1", "rewards/t-1/c-1", "t-1", serves},
+		{"release 3: tenant entity", 3, "t-1", "rewards/t-1/c-1", "", failsTask},
+		{"release 3: tenant input, default ID", 3, "t-1", "rewards-c-1", "", failsTask},
+		{"release 3: default tenant", 3, "", "rewards-c-1", "", serves},
+		{"release 3: default tenant named", 3, workflows.DefaultTenant, "rewards-c-1", "", serves},
+		{"release 2: tenant entity", 2, "t-1", "rewards/t-1/c-1", "", failsTask},
+		{"release 2: default tenant", 2, "", "rewards-c-1", "", serves},
+		{"release 1: tenant entity", 1, "t-1", "rewards/t-1/c-1", "", failsTask},
+		{"release 1: tenant input, default ID", 1, "t-1", "rewards-c-1", "", failsTask},
+		{"release 1: default tenant", 1, "", "rewards-c-1", "", serves},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,12 +65,19 @@ func TestWorkflowIDMustMatchTenantAndCustomer(t *testing.T) {
 				query(t, env, 2*time.Second, &st)
 				unenroll(env, time.Minute)
 			})
-			if tt.fail {
+			switch tt.outcome {
+			case failsRun:
 				if errorType(res.err) != workflows.ErrInvalidInput || !nonRetryable(res.err) {
 					t.Fatalf("%v, want a non-retryable %s", res.err, workflows.ErrInvalidInput)
 				}
-				if len(h.rec.enrollments) != 0 {
-					t.Fatalf("enrollments %+v recorded by a run that failed its ID check", h.rec.enrollments)
+			case failsTask:
+				if !failedTask(res.err) {
+					t.Fatalf("%v, want the workflow task failed (a panic), not the workflow", res.err)
+				}
+			}
+			if tt.outcome != serves {
+				if len(h.rec.enrollments) != 0 || len(h.rec.unenrolled) != 0 {
+					t.Fatalf("enrollments %+v, unenrollments %+v recorded by a run that does not serve the entity", h.rec.enrollments, h.rec.unenrolled)
 				}
 				return
 			}

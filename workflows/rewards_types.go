@@ -132,6 +132,15 @@ type RewardsInput struct {
 	Options  Options `json:"options,omitzero"`
 	// Carried is the state one run hands to the next; nil on a fresh start.
 	Carried *RewardsState `json:"carried,omitempty"`
+	// RequiresRelease is the oldest release that can serve this input; 0
+	// means any. A release that hands on state older code would misread
+	// sets it, and a run of an older release then fails its workflow task
+	// instead of serving the state (rewards_serve.go). No release sets it
+	// yet: this release reads it.
+	RequiresRelease int `json:"requires_release,omitempty"`
+
+	// unreadable is why the input did not decode strictly (UnmarshalJSON).
+	unreadable error
 }
 
 // Validate reports what makes the input unusable.
@@ -262,6 +271,18 @@ type Enrollment struct {
 // refusing a new customer.
 type EnrollmentResult struct {
 	Unenrolled bool `json:"unenrolled,omitempty"`
+	// Left is the balance the customer unenrolled with, when Unenrolled and
+	// the unenrollment was recorded with one; nil from an Enroll activity
+	// of an earlier release, which the entity reads as no balance (0).
+	Left *Balance `json:"left,omitempty"`
+}
+
+// Balance is the balance a customer unenrolled with, which the status of a
+// run started for the unenrolled customer reports.
+type Balance struct {
+	Points         int64 `json:"points"`
+	LifetimePoints int64 `json:"lifetime_points"`
+	EventCount     int64 `json:"event_count"`
 }
 
 // TierChange is the input of the NotifyTierChange activity.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,12 @@ type Authenticator struct {
 	// address is answered 429 until a token is back, credentials unchecked.
 	FailureRate  rate.Limit
 	FailureBurst int
+	// TrustedProxies are the reverse proxies in front of the API (CIDRs,
+	// ParseTrustedProxies). A request whose peer is one of them is charged
+	// to the client its X-Forwarded-For names (the right-most entry that is
+	// not a trusted proxy); any other request to its peer's address, whatever
+	// its X-Forwarded-For says. Default none: every request is its peer's.
+	TrustedProxies []netip.Prefix
 	// Metrics counts refusals (nil: not counted).
 	Metrics *Metrics
 	// Logger logs failures of the key store (default slog.Default()).
@@ -214,10 +221,11 @@ func (a *Authenticator) apiKey(ctx context.Context, token string) (Principal, *r
 func (a *Authenticator) Require(scope string, next http.Handler) http.Handler {
 	a.setup()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := clientAddress(r)
+		client := clientAddress(r, a.TrustedProxies)
 		// A key verified a moment ago passes a throttled address: behind a
-		// proxy every client shares one address, and one guessing client
-		// must not lock the others out. Anything else waits, unverified.
+		// proxy that is not trusted every client shares one address, and one
+		// guessing client must not lock the others out. Anything else waits,
+		// unverified.
 		if !a.recentlyVerified(r) && a.throttle(w, client) {
 			return
 		}
@@ -246,7 +254,7 @@ func (a *Authenticator) RequireToken(token string, next http.Handler) http.Handl
 	a.setup()
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := clientAddress(r)
+		client := clientAddress(r, a.TrustedProxies)
 		if a.throttle(w, client) {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -164,15 +165,124 @@ func TestFullBucketsAreForgotten(t *testing.T) {
 	assert.Contains(t, b.m, "b")
 }
 
+// The client address is the peer's, unless the peer is a trusted proxy:
+// then it is the right-most X-Forwarded-For entry that is not itself a
+// trusted proxy. An untrusted peer's X-Forwarded-For is ignored, whatever it
+// says.
 func TestClientAddress(t *testing.T) {
-	for _, tt := range []struct{ remote, want string }{
-		{"192.0.2.1:1234", "192.0.2.1"},
-		{"[::ffff:192.0.2.1]:1234", "192.0.2.1"},
-		{"[2001:db8:1:2:3:4:5:6]:1234", "2001:db8:1:2::/64"},
-		{"not an address", "not an address"},
+	proxies, err := ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48, 192.0.2.254")
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name    string
+		trusted []netip.Prefix
+		remote  string
+		xff     []string // X-Forwarded-For header lines; nil: none
+		want    string
+	}{
+		{"IPv4 peer", nil, "192.0.2.1:1234", nil, "192.0.2.1"},
+		{"IPv4-mapped peer", nil, "[::ffff:192.0.2.1]:1234", nil, "192.0.2.1"},
+		{"IPv6 peer, its /64", nil, "[2001:db8:1:2:3:4:5:6]:1234", nil, "2001:db8:1:2::/64"},
+		{"no peer address", nil, "not an address", nil, "not an address"},
+		{"no trusted proxies, the header is ignored", nil, "192.0.2.1:1234", []string{"198.51.100.7"}, "192.0.2.1"},
+		{"untrusted peer, spoofed header ignored", proxies, "192.0.2.1:1234", []string{"198.51.100.7"}, "192.0.2.1"},
+		{"untrusted peer claiming a trusted proxy", proxies, "192.0.2.1:1234", []string{"198.51.100.7, 10.0.0.1"}, "192.0.2.1"},
+		{"trusted proxy, one hop", proxies, "10.0.0.1:1234", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"trusted proxy, a bare trusted address", proxies, "192.0.2.254:1234", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"trusted proxy, spoofed entries left of the client", proxies, "10.0.0.1:1234", []string{"1.1.1.1, 2.2.2.2, 198.51.100.7"}, "198.51.100.7"},
+		{"two trusted proxies", proxies, "10.0.0.1:1234", []string{"1.1.1.1, 198.51.100.7, 10.9.9.9"}, "198.51.100.7"},
+		{"header lines in order", proxies, "10.0.0.1:1234", []string{"1.1.1.1", "198.51.100.7, 10.9.9.9"}, "198.51.100.7"},
+		{"entry with a port", proxies, "10.0.0.1:1234", []string{"198.51.100.7:5555"}, "198.51.100.7"},
+		{"IPv6 client through a trusted IPv6 proxy", proxies, "[2001:db8:ffff::1]:443", []string{"2001:db8:1:2:3:4:5:6"}, "2001:db8:1:2::/64"},
+		{"bracketed IPv6 entry with a port", proxies, "10.0.0.1:1234", []string{"[2001:db8:1:2::9]:5555"}, "2001:db8:1:2::/64"},
+		{"IPv4-mapped entry", proxies, "10.0.0.1:1234", []string{"::ffff:198.51.100.7"}, "198.51.100.7"},
+		{"trusted proxy without a header", proxies, "10.0.0.1:1234", nil, "10.0.0.1"},
+		{"trusted proxy, empty header", proxies, "10.0.0.1:1234", []string{""}, "10.0.0.1"},
+		{"every entry trusted: the left-most", proxies, "10.0.0.1:1234", []string{"10.0.0.3, 10.0.0.2"}, "10.0.0.3"},
+		{"garbage right of the client: the hop that sent it", proxies, "10.0.0.1:1234", []string{"198.51.100.7, garbage, 10.0.0.2"}, "10.0.0.2"},
+		{"garbage only: the peer", proxies, "10.0.0.1:1234", []string{"unknown"}, "10.0.0.1"},
 	} {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = tt.remote
-		assert.Equal(t, tt.want, clientAddress(r), tt.remote)
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = tt.remote
+			for _, v := range tt.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			assert.Equal(t, tt.want, clientAddress(r, tt.trusted))
+		})
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	for _, tt := range []struct {
+		list string
+		want []string
+		err  string
+	}{
+		{"", nil, ""},
+		{" ", nil, ""},
+		{"10.0.0.0/8", []string{"10.0.0.0/8"}, ""},
+		{"10.1.2.3/8, 192.0.2.1 ,2001:db8::/32,", []string{"10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"}, ""},
+		{"::1", []string{"::1/128"}, ""},
+		{"10.0.0.0/33", nil, `trusted proxy "10.0.0.0/33": want a CIDR such as 10.0.0.0/8 or an address`},
+		{"10.0.0.0/8,proxy.local", nil, `trusted proxy "proxy.local": want a CIDR such as 10.0.0.0/8 or an address`},
+		{"fe80::1%eth0", nil, `trusted proxy "fe80::1%eth0": want a CIDR such as 10.0.0.0/8 or an address`},
+	} {
+		got, err := ParseTrustedProxies(tt.list)
+		if tt.err != "" {
+			assert.EqualError(t, err, tt.err, tt.list)
+			continue
+		}
+		require.NoError(t, err, tt.list)
+		var s []string
+		for _, p := range got {
+			s = append(s, p.String())
+		}
+		assert.Equal(t, tt.want, s, tt.list)
+	}
+}
+
+// A client that rotates X-Forwarded-For does not escape the failure limit:
+// from an untrusted peer the header is ignored, and through a trusted proxy
+// only the entry the proxy appended counts. Clients behind a trusted proxy
+// have a bucket each, so one guessing client does not lock the others out.
+func TestFailureLimitBehindProxies(t *testing.T) {
+	st := openStore(t)
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	proxies, err := ParseTrustedProxies("10.0.0.0/8")
+	require.NoError(t, err)
+	a := &Authenticator{Keys: st, FailureRate: 0.1, FailureBurst: 2, TrustedProxies: proxies, now: clock.now}
+	h := a.Require(ScopeRewardsRead, ok)
+	_, token, err := st.CreateAPIKey(context.Background(), store.NewAPIKey{TenantID: "acme", Scopes: []string{ScopeRewardsRead}})
+	require.NoError(t, err)
+	const proxy, direct = "10.0.0.1:4000", "192.0.2.9:4000"
+	send := func(token, remote, xff string) int {
+		r := httptest.NewRequest(http.MethodGet, "/v1/thing", nil)
+		r.RemoteAddr = remote
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for _, tt := range []struct {
+		name, token, remote, xff string
+		status                   int
+	}{
+		{"direct, failure 1", "", direct, "198.51.100.1", http.StatusUnauthorized},
+		{"direct, failure 2, another spoofed address", "", direct, "198.51.100.2", http.StatusUnauthorized},
+		{"direct, throttled whatever the header says", "", direct, "198.51.100.3", http.StatusTooManyRequests},
+		{"direct, throttled without a header", "", direct, "", http.StatusTooManyRequests},
+		{"proxied client A, failure 1", "", proxy, "203.0.113.1", http.StatusUnauthorized},
+		{"proxied client A, failure 2, a spoofed entry in front", "", proxy, "198.51.100.1, 203.0.113.1", http.StatusUnauthorized},
+		{"proxied client A, throttled, another spoofed entry", "", proxy, "198.51.100.2, 203.0.113.1", http.StatusTooManyRequests},
+		{"proxied client B, not throttled", token, proxy, "203.0.113.2", http.StatusOK},
+		{"proxied client B, failing", "", proxy, "203.0.113.2", http.StatusUnauthorized},
+		{"the proxy's own address is not throttled", "", proxy, "", http.StatusUnauthorized},
+	} {
+		assert.Equal(t, tt.status, send(tt.token, tt.remote, tt.xff), tt.name)
 	}
 }

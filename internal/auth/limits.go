@@ -1,10 +1,12 @@
 package auth
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,21 +115,107 @@ func (b *buckets) bucket(key string, now time.Time, create bool) *rate.Limiter {
 }
 
 // clientAddress is the key of a request's client for the failure limit:
-// the peer's IP address (X-Forwarded-For is not trusted: any client can
-// write it), an IPv6 address reduced to its /64, the block one host
-// usually holds.
-func clientAddress(r *http.Request) string {
+// the peer's IP address, or, when the peer is one of the trusted proxies,
+// the address X-Forwarded-For names (forwardedFor); an IPv6 address is
+// reduced to its /64, the block one host usually holds. Without trusted
+// proxies X-Forwarded-For is ignored: any client can write it.
+func clientAddress(r *http.Request, trusted []netip.Prefix) string {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
 	addr := ap.Addr().Unmap()
+	if isTrusted(addr, trusted) {
+		addr = forwardedFor(r.Header.Values("X-Forwarded-For"), addr, trusted)
+	}
 	if addr.Is6() {
 		if p, err := addr.Prefix(64); err == nil {
 			return p.String()
 		}
 	}
 	return addr.String()
+}
+
+// forwardedFor is the client's address in the X-Forwarded-For header lines
+// of a request from the trusted proxy peer: each proxy appends the address
+// it was connected from, so the entries are read from the right, and the
+// first one that is not a trusted proxy is the client (those left of it are
+// the client's own to write). An entry that is not an address stops the
+// walk at the hop that sent it; when every entry is a trusted proxy the
+// left-most one is the furthest known.
+func forwardedFor(lines []string, peer netip.Addr, trusted []netip.Prefix) netip.Addr {
+	client := peer
+	for i := len(lines) - 1; i >= 0; i-- {
+		entries := strings.Split(lines[i], ",")
+		for j := len(entries) - 1; j >= 0; j-- {
+			addr, ok := parseForwarded(entries[j])
+			if !ok {
+				return client
+			}
+			client = addr
+			if !isTrusted(addr, trusted) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+// parseForwarded parses one X-Forwarded-For entry: an address, possibly
+// with a port ("192.0.2.1:80", "[2001:db8::1]:80"), IPv4-mapped addresses
+// unmapped and zones dropped.
+func parseForwarded(entry string) (netip.Addr, bool) {
+	entry = strings.TrimSpace(entry)
+	addr, err := netip.ParseAddr(entry)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(entry)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		addr = ap.Addr()
+	}
+	return addr.Unmap().WithZone(""), true
+}
+
+// ViaTrustedProxy reports whether the request's peer is one of the trusted
+// proxies: the request was forwarded, whoever sent it.
+func (a *Authenticator) ViaTrustedProxy(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && isTrusted(ap.Addr().Unmap(), a.TrustedProxies)
+}
+
+// isTrusted reports whether addr is inside one of the trusted prefixes.
+func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTrustedProxies parses a comma-separated list of the reverse proxies'
+// addresses, each a CIDR ("10.0.0.0/8", "2001:db8::/32") or one address
+// ("192.0.2.1"), for Authenticator.TrustedProxies; empty items are skipped
+// and anything else is an error naming the item.
+func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(item)
+			if aerr != nil || addr.Zone() != "" {
+				return nil, fmt.Errorf("trusted proxy %q: want a CIDR such as 10.0.0.0/8 or an address", item)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // retryAfter sets Retry-After to wait in whole seconds, at least 1.

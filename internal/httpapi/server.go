@@ -44,11 +44,16 @@ type Server struct {
 	// Metrics were registered with).
 	MetricsHandler http.Handler
 	// MetricsToken, when set, is the bearer token GET /metrics needs. When
-	// empty, GET /metrics answers only connections that arrived on a
-	// loopback address (all of them when the server binds to loopback) and
-	// 403 to others: metrics name routes, tenants' traffic and failures,
-	// which are nobody else's business.
+	// empty, GET /metrics is served without credentials only when the API
+	// listens on loopback alone (ListenAddr), and answered 403 otherwise:
+	// metrics name routes, tenants' traffic and failures, which are nobody
+	// else's business, and an API listening on every interface behind a
+	// local reverse proxy would hand them to anyone through the proxy's
+	// loopback connections.
 	MetricsToken string
+	// ListenAddr is the address the API's listener is bound to
+	// (net.Listener.Addr); nil counts as not loopback-only.
+	ListenAddr net.Addr
 	// Timeout bounds the backend calls of one request (default 20 s). Keep
 	// it below the idempotency lock TTL, so a command never outlives its
 	// claim on the key.
@@ -107,34 +112,47 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// problemMetricsForbidden is the 403 of GET /metrics from afar without a
-// metrics token configured.
+// problemMetricsForbidden is the 403 of GET /metrics on an API without a
+// metrics token that does not listen on loopback alone.
 const problemMetricsForbidden = "https://entityflow.dev/problems/metrics-forbidden"
 
-// metricsGuard puts h behind s.MetricsToken, or, without one, serves it only
-// to connections that arrived on a loopback address.
+// metricsGuard puts h behind s.MetricsToken; without one, it serves h as it
+// is when the API listens on loopback alone, but for requests a trusted
+// proxy forwarded (a proxy on this host would hand the metrics to anyone
+// who can reach it), and refuses every request otherwise (logged once,
+// here, at start).
 func (s *Server) metricsGuard(h http.Handler) http.Handler {
-	if s.MetricsToken != "" {
-		return s.Auth.RequireToken(s.MetricsToken, h)
+	refuse := func(w http.ResponseWriter) {
+		problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
+			Detail: "GET /metrics needs the server's metrics token (HTTP_METRICS_TOKEN) unless the API listens on loopback only and the request comes from no proxy"})
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !arrivedOnLoopback(r) {
-			problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
-				Detail: "GET /metrics is served on loopback only unless the server has a metrics token (HTTP_METRICS_TOKEN)"})
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	switch {
+	case s.MetricsToken != "":
+		return s.Auth.RequireToken(s.MetricsToken, h)
+	case LoopbackOnly(s.ListenAddr) && len(s.Auth.TrustedProxies) == 0:
+		return h
+	case LoopbackOnly(s.ListenAddr):
+		s.logger().Warn("GET /metrics is refused to requests from the trusted proxies: set HTTP_METRICS_TOKEN to read it through them", "listen", s.ListenAddr)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.Auth.ViaTrustedProxy(r) {
+				refuse(w)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	s.logger().Warn("GET /metrics is refused: the API listens beyond loopback and has no metrics token (set HTTP_METRICS_TOKEN)", "listen", s.ListenAddr)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { refuse(w) })
 }
 
-// arrivedOnLoopback reports whether the request's connection was accepted
-// on a loopback address.
-func arrivedOnLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
+// LoopbackOnly reports whether addr, a listener's address, accepts
+// connections on loopback alone: a loopback IP, not the unspecified
+// address (every interface); false for nil and non-IP addresses.
+func LoopbackOnly(addr net.Addr) bool {
+	if addr == nil {
 		return false
 	}
-	ap, err := netip.ParseAddrPort(local.String())
+	ap, err := netip.ParseAddrPort(addr.String())
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 

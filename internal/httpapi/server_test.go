@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -153,25 +155,50 @@ func TestTenantLimitComesBeforeIdempotencyKeys(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, request(h, "GET", "/v1/customers/c-1", hot, "").Code, "reads are not limited")
 }
 
-// GET /metrics: behind its token when the server has one; without one,
-// served on loopback only.
+// GET /metrics: behind its token when the server has one. Without one, it
+// is served only by a server that listens on loopback alone, decided from
+// the listen address at start: a server listening on every interface
+// refuses it even on a connection that arrived on loopback, which is how a
+// local reverse proxy would hand it to the world. The refusal is logged
+// when the handler is built.
 func TestMetricsAccess(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	metrics := func(token string) func(*httpapi.Server) {
+	var logs bytes.Buffer
+	metrics := func(token string, listen net.Addr) func(*httpapi.Server) {
 		return func(s *httpapi.Server) {
 			s.Metrics = httpapi.NewMetrics(reg)
 			s.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 			s.MetricsToken = token
+			s.ListenAddr = listen
+			s.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		}
 	}
-	keys, withToken := authedAPI(t, metrics("metrics-s3cret"))
+	loopback := &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}
+	everywhere := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	keys, withToken := authedAPI(t, metrics("metrics-s3cret", everywhere))
 	apiKey := keys.Issue(t, "default")
-	_, loopbackOnly := authedAPI(t, metrics(""))
+	require.NotContains(t, logs.String(), "GET /metrics", "nothing to say with a token")
+	_, loopbackOnly := authedAPI(t, metrics("", loopback))
+	require.NotContains(t, logs.String(), "GET /metrics", "nothing to say on loopback")
+	_, public := authedAPI(t, metrics("", everywhere))
+	assert.Contains(t, logs.String(), "GET /metrics is refused")
+	_, unknown := authedAPI(t, metrics("", nil))
+	_, behindProxy := authedAPI(t, func(s *httpapi.Server) {
+		metrics("", loopback)(s)
+		s.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	assert.Contains(t, logs.String(), "GET /metrics is refused to requests from the trusted proxies")
+	fromPeer := func(peer string) func(*http.Request) *http.Request {
+		return func(r *http.Request) *http.Request {
+			r.RemoteAddr = peer
+			return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, loopback))
+		}
+	}
 	remote := func(r *http.Request) *http.Request {
 		return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 8080}))
 	}
 	local := func(r *http.Request) *http.Request {
-		return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}))
+		return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, loopback))
 	}
 	for _, tt := range []struct {
 		name   string
@@ -183,9 +210,13 @@ func TestMetricsAccess(t *testing.T) {
 		{"token configured, none sent", withToken, "", local, http.StatusUnauthorized},
 		{"token configured, an API key sent", withToken, apiKey, local, http.StatusUnauthorized},
 		{"token configured and sent", withToken, "metrics-s3cret", remote, http.StatusOK},
-		{"no token configured, loopback", loopbackOnly, "", local, http.StatusOK},
-		{"no token configured, from afar", loopbackOnly, "", remote, http.StatusForbidden},
-		{"no token configured, no address known", loopbackOnly, "", func(r *http.Request) *http.Request { return r }, http.StatusForbidden},
+		{"no token, listening on loopback only", loopbackOnly, "", local, http.StatusOK},
+		{"no token, listening everywhere, a connection from afar", public, "", remote, http.StatusForbidden},
+		{"no token, listening everywhere, a local proxy's connection", public, "", local, http.StatusForbidden},
+		{"no token, listening everywhere, a token sent anyway", public, "metrics-s3cret", local, http.StatusForbidden},
+		{"no token, listen address unknown", unknown, "", local, http.StatusForbidden},
+		{"no token, loopback only behind a proxy, a request it forwarded", behindProxy, "", fromPeer("127.0.0.1:40000"), http.StatusForbidden},
+		{"no token, loopback only behind a proxy, a direct local request", behindProxy, "", fromPeer("[::1]:40000"), http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/metrics", nil)
@@ -195,7 +226,30 @@ func TestMetricsAccess(t *testing.T) {
 			rec := httptest.NewRecorder()
 			tt.h.ServeHTTP(rec, tt.via(r))
 			assert.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
+			if tt.status == http.StatusForbidden {
+				assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+				assert.Equal(t, "https://entityflow.dev/problems/metrics-forbidden", problemType(t, rec))
+			}
 		})
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for _, tt := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, true},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 8080}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, false},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, false},
+		{&net.TCPAddr{Port: 8080}, false},
+		{&net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 8080}, false},
+		{&net.UnixAddr{Name: "/run/api.sock", Net: "unix"}, false},
+		{nil, false},
+	} {
+		assert.Equal(t, tt.want, httpapi.LoopbackOnly(tt.addr), "%v", tt.addr)
 	}
 }
 

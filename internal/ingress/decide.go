@@ -36,7 +36,7 @@ const (
 	// another way (a non-retryable application error, an invalid argument).
 	ReasonRejected = "rejected"
 	// ReasonRetriesExhausted: a failure nobody classified came back on every
-	// delivery up to the limit.
+	// attempt up to the limit.
 	ReasonRetriesExhausted = "retries-exhausted"
 )
 
@@ -88,12 +88,17 @@ type Decision struct {
 }
 
 // RetryPolicy says how retries back off and when an unexplained failure gives up.
+//
+// Both count attempts: the times the ingress really tried to apply a message.
+// A delivery that was only nacked to keep a customer's order or bound (a
+// deferral) is no attempt, so messages queued behind a failing one start
+// from the first step when their turn comes, however long they waited.
 type RetryPolicy struct {
-	// Base is the delay after a first delivery failed (default 1 s); it
-	// doubles with every further delivery up to Max (default 1 min).
+	// Base is the delay after a first attempt failed (default 1 s); it
+	// doubles with every further attempt up to Max (default 1 min).
 	Base, Max time.Duration
 	// MaxDeliveries dead-letters a message whose failure nobody recognises
-	// after this many deliveries (0: the default, 100; NeverGiveUp: never).
+	// after this many attempts (0: the default, 100; NeverGiveUp: never).
 	// Transient failures (Temporal unavailable or busy, an outcome not yet
 	// known) are retried however long they last: the message can still be
 	// applied.
@@ -104,9 +109,9 @@ type RetryPolicy struct {
 // failure for ever.
 const NeverGiveUp = -1
 
-// Delay returns the wait before the next delivery of a message delivered
-// deliveries times.
-func (p RetryPolicy) Delay(deliveries uint64) time.Duration {
+// Delay returns the wait before the next delivery of a message whose
+// attempts so far (this one included) all failed.
+func (p RetryPolicy) Delay(attempts uint64) time.Duration {
 	base, maxDelay := p.Base, p.Max
 	if base <= 0 {
 		base = time.Second
@@ -115,14 +120,14 @@ func (p RetryPolicy) Delay(deliveries uint64) time.Duration {
 		maxDelay = time.Minute
 	}
 	d := base
-	for i := uint64(1); i < deliveries && d < maxDelay; i++ {
+	for i := uint64(1); i < attempts && d < maxDelay; i++ {
 		d *= 2
 	}
 	return min(d, maxDelay)
 }
 
-// Decide classifies the result of handling a message delivered deliveries
-// times (1 for the first delivery):
+// Decide classifies the result of an attempt to apply a message, its
+// attempts-th (1 for the first; deferrals are no attempts):
 //
 //   - nil: Ack.
 //   - a Rejection (bad subject, payload or tenant), the entity's refusals
@@ -135,8 +140,8 @@ func (p RetryPolicy) Delay(deliveries uint64) time.Duration {
 //     outcome is not known in time, a cancelled context: Retry with backoff, for as long as it
 //     takes.
 //   - anything else (a database error of the platform, ...): Retry with
-//     backoff, and DeadLetter once MaxDeliveries is reached.
-func Decide(err error, deliveries uint64, p RetryPolicy) Decision {
+//     backoff, and DeadLetter once MaxDeliveries attempts failed.
+func Decide(err error, attempts uint64, p RetryPolicy) Decision {
 	if err == nil {
 		return Decision{Action: Ack}
 	}
@@ -160,7 +165,7 @@ func Decide(err error, deliveries uint64, p RetryPolicy) Decision {
 		case workflows.ErrInvalidEvent:
 			return dead(ReasonInvalidEvent)
 		case workflows.ErrUnenrolling:
-			return Decision{Action: Retry, Reason: "transient", Delay: p.Delay(deliveries)}
+			return Decision{Action: Retry, Reason: "transient", Delay: p.Delay(attempts)}
 		}
 		if appErr.NonRetryable() {
 			return dead(ReasonRejected)
@@ -169,12 +174,12 @@ func Decide(err error, deliveries uint64, p RetryPolicy) Decision {
 		return dead(ReasonInvalidPayload)
 	case rewardsclient.Retryable(err), errors.Is(err, rewardsclient.ErrOutcomeUnknown), errors.As(err, &updTimeout),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Decision{Action: Retry, Reason: "transient", Delay: p.Delay(deliveries)}
+		return Decision{Action: Retry, Reason: "transient", Delay: p.Delay(attempts)}
 	case errors.As(err, &invalidArg):
 		return dead(ReasonRejected)
 	}
-	if p.MaxDeliveries > 0 && deliveries >= uint64(p.MaxDeliveries) {
+	if p.MaxDeliveries > 0 && attempts >= uint64(p.MaxDeliveries) {
 		return dead(ReasonRetriesExhausted)
 	}
-	return Decision{Action: Retry, Reason: "unexplained", Delay: p.Delay(deliveries)}
+	return Decision{Action: Retry, Reason: "unexplained", Delay: p.Delay(attempts)}
 }

@@ -24,6 +24,7 @@ const (
 	HeaderSubject    = "Ingest-Subject"
 	HeaderConsumer   = "Ingest-Consumer"
 	HeaderDeliveries = "Ingest-Deliveries"
+	HeaderAttempts   = "Ingest-Attempts"
 	HeaderDedupKey   = "Ingest-Dedup-Key"
 	HeaderDeadAt     = "Ingest-Dead-At"
 )
@@ -48,6 +49,12 @@ type job struct {
 	// err is a Rejection found while preparing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
+	// attempts counts the real tries to apply the message before this
+	// delivery: the deliveries that were only nacked to keep order or a
+	// bound (deferrals) are not among them, unlike in JetStream's
+	// NumDelivered. While the message is away after a nak, its key's
+	// waiting entry carries the count; a new process starts from 0.
+	attempts uint64
 }
 
 // keyState is what the dispatcher knows of one key.
@@ -71,7 +78,15 @@ type keyState struct {
 	// back. A message later than the earliest of them is nacked again
 	// when it arrives, so that none overtakes it, whatever order
 	// JetStream's redelivery timers bring them back in.
-	waiting map[uint64]time.Time
+	waiting map[uint64]waiter
+}
+
+// waiter is a message of a key that was nacked: when it is due back, and
+// how many real attempts to apply it failed so far (0 if it was only
+// deferred), handed to its next delivery.
+type waiter struct {
+	due      time.Time
+	attempts uint64
 }
 
 // enqueue puts j in the key's queue in stream order: a message that comes
@@ -97,8 +112,8 @@ func (ks *keyState) idle(now time.Time) bool {
 // overdue (the message was acked elsewhere, or deleted from the stream) is
 // given up after grace.
 func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64) (first uint64, due time.Time, ahead int, ok bool) {
-	for s, at := range ks.waiting {
-		if now.After(at.Add(grace)) {
+	for s, w := range ks.waiting {
+		if now.After(w.due.Add(grace)) {
 			delete(ks.waiting, s)
 			continue
 		}
@@ -106,18 +121,19 @@ func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64)
 			ahead++
 		}
 		if !ok || s < first {
-			first, due, ok = s, at, true
+			first, due, ok = s, w.due, true
 		}
 	}
 	return first, due, ahead, ok
 }
 
-// wait records that the message seq was nacked for delay.
-func (ks *keyState) wait(seq uint64, now time.Time, delay time.Duration) {
+// wait records that the message seq, tried attempts times so far, was
+// nacked for delay.
+func (ks *keyState) wait(seq, attempts uint64, now time.Time, delay time.Duration) {
 	if ks.waiting == nil {
-		ks.waiting = map[uint64]time.Time{}
+		ks.waiting = map[uint64]waiter{}
 	}
-	ks.waiting[seq] = now.Add(delay)
+	ks.waiting[seq] = waiter{due: now.Add(delay), attempts: attempts}
 }
 
 // dispatcher queues jobs per key and hands keys with work to a pool of
@@ -226,10 +242,10 @@ const minOrderDelay = 50 * time.Millisecond
 // before its key stops holding later messages back for it.
 func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
 
-// nacked records that the message seq was nacked for delay (capped as nak
-// caps it): its key waits for it.
-func (d *dispatcher) nacked(ks *keyState, seq uint64, now time.Time, delay time.Duration) {
-	ks.wait(seq, now, d.capDelay(delay))
+// nacked records that j was nacked for delay (capped as nak caps it): its
+// key waits for it, and keeps its count of attempts for its next delivery.
+func (d *dispatcher) nacked(ks *keyState, j *job, now time.Time, delay time.Duration) {
+	ks.wait(j.meta.Sequence.Stream, j.attempts, now, d.capDelay(delay))
 }
 
 // inheritGrace is how long past the ack wait the messages a predecessor
@@ -356,6 +372,10 @@ func (d *dispatcher) submit(j *job) {
 		ks = &keyState{consumer: j.meta.Consumer}
 		d.keys[j.key] = ks
 	}
+	// A message back after a nak resumes its count of attempts; one this
+	// process has not nacked (a first delivery, or one after a restart)
+	// starts from 0.
+	j.attempts = ks.waiting[seq].attempts
 	parked, ready := d.park(ks, j)
 	if parked {
 		d.mu.Unlock()
@@ -384,15 +404,13 @@ func (d *dispatcher) submit(j *job) {
 	case ks.held >= d.cfg.MaxPerCustomer:
 		delay = max(turn, d.cfg.DeferDelay)
 	}
-	if waiting && seq == first && delay == 0 {
-		delete(ks.waiting, seq) // back, and its turn
-	}
 	if delay > 0 {
-		d.nacked(ks, seq, now, delay)
+		d.nacked(ks, j, now, delay)
 		d.mu.Unlock()
 		d.nak(j, delay, "deferred")
 		return
 	}
+	delete(ks.waiting, seq) // back (if it was away), and its turn
 	ks.held++
 	ks.enqueue(j)
 	d.jobs[j] = struct{}{}
@@ -474,7 +492,7 @@ func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 			left = max(left, due.Sub(now)+minOrderDelay, time.Duration(ahead)*d.applyTime(), minOrderDelay)
 		}
 		if left > 0 {
-			d.nacked(ks, seq, now, left)
+			d.nacked(ks, j, now, left)
 			return left, true
 		}
 	}
@@ -498,7 +516,7 @@ func (d *dispatcher) backOff(j *job, delay time.Duration) {
 	if until := now.Add(delay); until.After(ks.backoff) {
 		ks.backoff = until
 	}
-	d.nacked(ks, j.meta.Sequence.Stream, now, delay)
+	d.nacked(ks, j, now, delay)
 }
 
 // work is one worker: it takes the next ready key and handles that key's
@@ -538,13 +556,14 @@ func (d *dispatcher) serve(ctx context.Context, key string) {
 }
 
 // handle settles one job: applies it, then acks, nacks or dead-letters it
-// as Decide says.
+// as Decide says, counting this try among its attempts.
 func (d *dispatcher) handle(ctx context.Context, j *job) {
 	if left, ok := d.backingOff(j); ok {
 		// An earlier message of the key is backing off: this one follows it.
 		d.nak(j, left, "deferred")
 		return
 	}
+	j.attempts++
 	err := j.err
 	outcome := ""
 	if err == nil {
@@ -556,9 +575,9 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 			d.observeApply(time.Since(began))
 		}
 	}
-	dec := Decide(err, j.meta.NumDelivered, d.cfg.Retry)
+	dec := Decide(err, j.attempts, d.cfg.Retry)
 	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
-		"deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)
+		"attempts", j.attempts, "deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)
 	switch dec.Action {
 	case Ack:
 		d.ack(j, outcome)
@@ -576,7 +595,7 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 		d.nak(j, delay, reason)
 	case DeadLetter:
 		if perr := d.deadLetter(ctx, j, dec.Reason, err); perr != nil {
-			delay := d.cfg.Retry.Delay(j.meta.NumDelivered)
+			delay := d.cfg.Retry.Delay(j.attempts)
 			log.Warn("ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
 			d.backOff(j, delay)
 			d.nak(j, delay, "transient")
@@ -652,6 +671,7 @@ func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, caus
 	m.Header.Set(HeaderSubject, j.subject)
 	m.Header.Set(HeaderConsumer, j.meta.Consumer)
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
+	m.Header.Set(HeaderAttempts, strconv.FormatUint(j.attempts, 10))
 	if j.dedupKey != "" {
 		m.Header.Set(HeaderDedupKey, headerValue(j.dedupKey))
 	}

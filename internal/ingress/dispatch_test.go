@@ -270,10 +270,10 @@ func TestDispatcherTransientFailureDefersKey(t *testing.T) {
 	h.submit(b1, "b", func(context.Context) (string, error) { return OutcomeApplied, nil })
 	close(gate)
 	waitSettled(t, a1, a2, b1)
-	if s, d := a1.state(); s != "nak" || d != 4*time.Second {
-		t.Errorf("a1: %s %v, want nak after 4s (second delivery)", s, d)
+	if s, d := a1.state(); s != "nak" || d != 2*time.Second {
+		t.Errorf("a1: %s %v, want nak after 2s (its first attempt here, whatever its deliveries before)", s, d)
 	}
-	if s, d := a2.state(); s != "nak" || d <= 3*time.Second || applied {
+	if s, d := a2.state(); s != "nak" || d <= time.Second || applied {
 		t.Errorf("a2: %s %v (applied %v), want nak behind a1, not applied", s, d, applied)
 	}
 	if s, _ := b1.state(); s != "ack" {
@@ -304,7 +304,7 @@ func TestDispatcherDeadLetters(t *testing.T) {
 	want := map[string]string{
 		"Subject": "ingest.dead.rewards.t-1.c-1.points", HeaderReason: ReasonInvalidPayload, HeaderStream: "S", HeaderSequence: "7",
 		HeaderSubject: "rewards.t-1.c-1.points", HeaderDedupKey: "producer-1", "Ingest-Original-Msg-Id": "producer-1",
-		nats.MsgIdHdr: "dead:S:7", "Trace": "abc", HeaderError: "invalid-payload: points must be an integer second line",
+		nats.MsgIdHdr: "dead:S:7", "Trace": "abc", HeaderError: "invalid-payload: points must be an integer second line", HeaderAttempts: "1",
 	}
 	for k, v := range want {
 		got := dl.Header.Get(k)
@@ -484,5 +484,96 @@ func TestDispatcherStopNacksParked(t *testing.T) {
 	d.stop(time.Second, cancel)
 	if s, _ := a9.state(); s != "nak" {
 		t.Fatalf("%v: want nak on stop", a9)
+	}
+}
+
+// Backoff and the give-up count only real attempts to apply a message: the
+// deliveries that were nacked to keep its customer's order (deferrals, in
+// this process or before a restart, when the state that told them apart is
+// gone) start nothing, so a message's first failure backs off Base and an
+// unexplained failure is dead-lettered after MaxDeliveries failed attempts,
+// however often the message was delivered before its turn.
+func TestDispatcherCountsAttemptsNotDeferrals(t *testing.T) {
+	const base = 40 * time.Millisecond
+	unavailable := serviceerror.NewUnavailable("server down")
+	unexplained := errors.New("database is locked")
+	tests := []struct {
+		name string
+		// deferrals are a2's deliveries nacked behind a1 in this process
+		// before its turn; earlier is its NumDelivered from a process
+		// before this one.
+		deferrals     int
+		earlier       uint64
+		maxDeliveries int
+		results       []error // of a2's attempts, in turn
+		want          []string
+	}{
+		{name: "first failure after 12 deferrals", deferrals: 12, results: []error{unavailable, unavailable, nil},
+			want: []string{"nak " + base.String(), "nak " + (2 * base).String(), "ack"}},
+		{name: "first failure after an earlier process's 40 deliveries", earlier: 40, results: []error{unavailable, nil},
+			want: []string{"nak " + base.String(), "ack"}},
+		{name: "unexplained failures: max deliveries counts attempts only", deferrals: 6, maxDeliveries: 3,
+			results: []error{unexplained, unexplained, unexplained},
+			want:    []string{"nak " + base.String(), "nak " + (2 * base).String(), "dead-letter"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Config{Workers: 2, MaxPerCustomer: 1, DeferDelay: 5 * time.Millisecond,
+				Retry: RetryPolicy{Base: base, Max: 10 * time.Second, MaxDeliveries: tt.maxDeliveries}})
+			delivered := tt.earlier
+			deliver := func() *fakeMsg {
+				delivered++
+				m := newFakeMsg("a", 2)
+				m.meta.NumDelivered = delivered
+				return m
+			}
+			if tt.deferrals > 0 {
+				release := make(chan struct{})
+				a1 := newFakeMsg("a", 1)
+				h.submit(a1, "a", func(context.Context) (string, error) { <-release; return OutcomeApplied, nil })
+				for range tt.deferrals {
+					a2 := deliver()
+					h.submit(a2, "a", func(context.Context) (string, error) { t.Error("a2 overtook a1"); return "", nil })
+					waitSettled(t, a2)
+				}
+				close(release)
+				waitSettled(t, a1)
+			}
+			var got []string
+			for i, result := range tt.results {
+				// Deliver a2 until it is tried: while its key backs off,
+				// a delivery is deferred again.
+				for tried := false; !tried; {
+					a2 := deliver()
+					h.submit(a2, "a", func(context.Context) (string, error) {
+						tried = true
+						return OutcomeApplied, result
+					})
+					waitSettled(t, a2)
+					if !tried {
+						time.Sleep(base / 4)
+						continue
+					}
+					switch how, delay := a2.state(); {
+					case how == "nak":
+						got = append(got, "nak "+delay.String())
+					case len(h.js.published) > 0:
+						got = append(got, "dead-letter")
+						dl := h.js.published[0]
+						if a := dl.Header.Get(HeaderAttempts); a != fmt.Sprint(i+1) {
+							t.Errorf("dead letter %s = %q, want %d", HeaderAttempts, a, i+1)
+						}
+						if n := dl.Header.Get(HeaderDeliveries); n != fmt.Sprint(delivered) {
+							t.Errorf("dead letter %s = %q, want %d", HeaderDeliveries, n, delivered)
+						}
+					default:
+						got = append(got, how)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("a2's attempts (delivered %d times): %v, want %v", delivered, got, tt.want)
+			}
+		})
 	}
 }

@@ -99,9 +99,9 @@ func TestDedupKey(t *testing.T) {
 
 func TestRetryPolicyDelay(t *testing.T) {
 	p := RetryPolicy{Base: time.Second, Max: 10 * time.Second}
-	for deliveries, want := range map[uint64]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 1000: 10 * time.Second} {
-		if got := p.Delay(deliveries); got != want {
-			t.Errorf("Delay(%d) = %v, want %v", deliveries, got, want)
+	for attempts, want := range map[uint64]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 1000: 10 * time.Second} {
+		if got := p.Delay(attempts); got != want {
+			t.Errorf("Delay(%d) = %v, want %v", attempts, got, want)
 		}
 	}
 	if got := (RetryPolicy{}).Delay(1); got != time.Second {
@@ -114,11 +114,11 @@ func TestDecide(t *testing.T) {
 	appErr := func(typ string) error { return temporal.NewNonRetryableApplicationError("refused", typ, nil) }
 	updateFailed := func(err error) error { return fmt.Errorf("apply-points for c-1: %w", err) }
 	tests := []struct {
-		name       string
-		err        error
-		deliveries uint64
-		action     Action
-		reason     string
+		name     string
+		err      error
+		attempts uint64
+		action   Action
+		reason   string
 	}{
 		{"applied or duplicate", nil, 1, Ack, ""},
 		{"invalid subject", reject(ReasonInvalidSubject, errors.New("x")), 1, DeadLetter, ReasonInvalidSubject},
@@ -142,16 +142,16 @@ func TestDecide(t *testing.T) {
 		{"shutting down", context.Canceled, 1, Retry, "transient"},
 		{"a retryable application error of no known type", temporal.NewApplicationError("hm", "Other"), 1, Retry, "unexplained"},
 		{"unexplained", errors.New("database is locked"), 4, Retry, "unexplained"},
-		{"unexplained, the last delivery", errors.New("database is locked"), 5, DeadLetter, ReasonRetriesExhausted},
+		{"unexplained, the last attempt", errors.New("database is locked"), 5, DeadLetter, ReasonRetriesExhausted},
 		{"joined: one transient failure among started runs", errors.Join(nil, fmt.Errorf("starting x: %w", serviceerror.NewUnavailable("down"))), 1, Retry, "transient"},
 	}
 	for _, tt := range tests {
-		d := Decide(tt.err, tt.deliveries, p)
+		d := Decide(tt.err, tt.attempts, p)
 		if d.Action != tt.action || d.Reason != tt.reason {
 			t.Errorf("%s: Decide = %v %q, want %v %q", tt.name, d.Action, d.Reason, tt.action, tt.reason)
 		}
-		if d.Action == Retry && d.Delay != p.Delay(tt.deliveries) {
-			t.Errorf("%s: delay %v, want %v", tt.name, d.Delay, p.Delay(tt.deliveries))
+		if d.Action == Retry && d.Delay != p.Delay(tt.attempts) {
+			t.Errorf("%s: delay %v, want %v", tt.name, d.Delay, p.Delay(tt.attempts))
 		}
 	}
 	if d := Decide(errors.New("x"), 1000, RetryPolicy{}); d.Action != Retry {

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
@@ -39,7 +40,10 @@ const deployment = "entityflow"
 // Every busy entity moves to v2 at its next ContinueAsNew by itself, idle
 // ones only once the sweep nudges them; v1 drains and its workers stop. Then
 // a rollback: v1 comes back as current, and new runs (a new entity, and
-// every entity at its next ContinueAsNew) run v1.
+// every entity at its next ContinueAsNew) run v1. A tenant's entity, which
+// v1's release 3 cannot serve, waits through the rollback with its workflow
+// task failing and its state (500 points, key k-1) in history; when v2 is
+// current again it goes on with both.
 // Every event is sent twice (an update retried under another update ID and a
 // signal); totals stay exact, no workflow task fails for non-determinism,
 // and each run's tasks were all completed by one build.
@@ -122,6 +126,17 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	if err := traffic.err(); err != nil {
 		t.Fatal(err)
 	}
+	// A tenant's entity, which only release 4 (v2) serves, with state to
+	// carry: 500 points and the key k-1.
+	tenant := rc.For("t-1")
+	tenantCustomer := "dep-tenant-" + suffix
+	tenantWorkflow := workflows.RewardsWorkflowIDFor("t-1", tenantCustomer)
+	k1 := workflows.PointEvent{DedupKey: "k-1", Activity: "purchase", Points: 500, SourceID: "order-1"}
+	if res, err := tenant.ApplyPoints(ctx, tenantCustomer, k1); err != nil || res.Points != 500 || res.Duplicate {
+		t.Fatalf("tenant entity's first event: %+v, %v", res, err)
+	}
+	tenantRun := describe(t, ctx, c, tenantWorkflow).GetWorkflowExecutionInfo().GetExecution().GetRunId()
+
 	before := led.rate(switched.Add(-6*time.Second), switched.Add(-time.Second))
 	during := led.rate(switched, switched.Add(5*time.Second))
 	t.Logf("events/s: %.0f in the 5 s before the switch, %.0f in the 5 s after it (%.2fx)", before, during, during/before)
@@ -139,6 +154,10 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOnBuild(t, ctx, c, all, "v1", true)
+	// The sweep moved the tenant's entity too, at a ContinueAsNew onto v1,
+	// whose release 3 cannot serve a tenant: the new run's workflow task
+	// fails and is retried, and the run with its state waits.
+	waitUnserved(t, ctx, c, tenantWorkflow, tenantRun)
 	for _, cu := range all { // one more event each, on v1, reading v2's state
 		if err := led.send(ctx, rc, cu, 1000, 3); err != nil {
 			t.Fatal(err)
@@ -158,6 +177,21 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 		return builds[0] == "v1" && slices.Contains(builds, "v2") && builds[len(builds)-1] == "v1"
 	})
 	t.Logf("workflow task failures by cause: %v (non-determinism: %d)", failures, failures[enums.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR.String()])
+
+	// Release 4 back: the tenant's entity is served again with its state,
+	// and a retry of its first event is answered from its window.
+	setCurrent(t, ctx, c, "v2")
+	forward := time.Now()
+	waitOnBuildOf(t, ctx, c, tenantWorkflow, "v2")
+	t.Logf("tenant entity served on v2 %v after v2 became current again", time.Since(forward).Round(100*time.Millisecond))
+	if st := status(t, ctx, tenant, tenantCustomer); st.Points != 500 || st.EventCount != 1 || st.Run != 2 || st.TenantID != "t-1" {
+		t.Errorf("tenant entity after the rollback and back: %+v, want its second run with 500 points from 1 event", st)
+	}
+	if again, err := tenant.ApplyPoints(ctx, tenantCustomer, k1); err != nil || !again.Duplicate || again.Points != 500 {
+		t.Errorf("retry of k-1 after the rollback and back: %+v, %v; want a duplicate at 500 points", again, err)
+	}
+	checkUnservedRuns(t, ctx, c, tenantWorkflow)
+
 	for _, w := range slices.Concat(v1, v2) {
 		w.stop(t, syscall.SIGTERM)
 	}
@@ -275,12 +309,12 @@ func (l *ledger) check(t *testing.T, ctx context.Context, rc *rewardsclient.Clie
 	}
 }
 
-// buildOf returns the build ID the customer's current run is pinned to, or ""
+// buildOf returns the build ID the workflow's current run is pinned to, or ""
 // while it is not (yet) pinned.
-func buildOf(ctx context.Context, c client.Client, customer string) (string, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, workflows.RewardsWorkflowID(customer), "")
+func buildOf(ctx context.Context, c client.Client, workflowID string) (string, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
-		return "", fmt.Errorf("describing %s: %w", customer, err)
+		return "", fmt.Errorf("describing %s: %w", workflowID, err)
 	}
 	vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
 	if vi.GetBehavior() != enums.VERSIONING_BEHAVIOR_PINNED {
@@ -293,7 +327,7 @@ func countOnBuild(t *testing.T, ctx context.Context, c client.Client, customers 
 	t.Helper()
 	n := 0
 	for _, cu := range customers {
-		b, err := buildOf(ctx, c, cu)
+		b, err := buildOf(ctx, c, workflows.RewardsWorkflowID(cu))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,4 +453,85 @@ func runBuild(hist *historypb.History, failures map[string]int) (string, error) 
 		return strings.Join(builds, "+"), errors.New("workflow tasks completed by builds " + strings.Join(builds, ", ") + "; want one")
 	}
 	return builds[0], nil
+}
+
+func describe(t *testing.T, ctx context.Context, c client.Client, workflowID string) *workflowservice.DescribeWorkflowExecutionResponse {
+	t.Helper()
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc
+}
+
+// waitUnserved waits until the workflow has continued from firstRun to a
+// run that is running with its workflow task failing: attempt 2 or later.
+func waitUnserved(t *testing.T, ctx context.Context, c client.Client, workflowID, firstRun string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		desc := describe(t, ctx, c, workflowID)
+		info := desc.GetWorkflowExecutionInfo()
+		if info.GetExecution().GetRunId() != firstRun {
+			if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				t.Fatalf("%s: the run after the rollback is %v, want it running", workflowID, info.GetStatus())
+			}
+			if desc.GetPendingWorkflowTask().GetAttempt() >= 2 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no failing workflow task on a new run after 2 minutes: %v", workflowID, desc)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitOnBuildOf waits until the workflow's current run is pinned to build.
+func waitOnBuildOf(t *testing.T, ctx context.Context, c client.Client, workflowID, build string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		b, err := buildOf(ctx, c, workflowID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == build {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %q after 3 minutes, want %s", workflowID, b, build)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkUnservedRuns asserts that no run of the workflow failed or was
+// closed by a failure, that the run after the rollback had workflow tasks
+// failed for the tenant (by v1, which cannot serve it), and that its tasks
+// were all completed by v2.
+func checkUnservedRuns(t *testing.T, ctx context.Context, c client.Client, workflowID string) {
+	t.Helper()
+	runs, err := histories.Chain(ctx, c, workflowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%s: %d runs, want 2", workflowID, len(runs))
+	}
+	unserved := 0
+	for _, ev := range runs[1].History.GetEvents() {
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED {
+			t.Errorf("%s: a run failed: %v", workflowID, ev)
+		}
+		if a := ev.GetWorkflowTaskFailedEventAttributes(); a != nil && strings.Contains(a.GetFailure().GetMessage(), workflows.UnservableTenant) {
+			unserved++
+		}
+	}
+	if unserved == 0 {
+		t.Errorf("%s: no workflow task failed for %s in the run after the rollback", workflowID, workflows.UnservableTenant)
+	}
+	if b, err := runBuild(runs[1].History, map[string]int{}); err != nil || b != "v2" {
+		t.Errorf("%s: the run after the rollback completed its tasks on %q (%v), want v2 only", workflowID, b, err)
+	}
 }

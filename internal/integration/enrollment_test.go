@@ -16,6 +16,7 @@ import (
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
@@ -26,7 +27,9 @@ import (
 // Temporal CLI sends) after the unenrollment starts a run that refuses the event
 // with NotEnrolled and ends, also once Temporal has forgotten the closed run
 // (the database remembers; here a fresh server on the same database); the
-// enroll update is the only way back.
+// enroll update is the only way back. Meanwhile the customer's status is the
+// balance it left with, also from the runs that refused, and after
+// retention from the database.
 func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
@@ -56,16 +59,17 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
 		t.Fatalf("UpdateWithStart after unenrollment: %v, want a non-retryable %s", err, workflows.ErrNotEnrolled)
 	}
-	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 0 || st.EventCount != 0 {
-		t.Fatalf("the run an UpdateWithStart started ended as %+v, want nothing applied", st)
+	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
+		t.Fatalf("the run an UpdateWithStart started ended as %+v, want nothing applied and the balance left (10)", st)
 	}
+	leftWith10(t, ctx, rc, customer, "after the refused UpdateWithStart")
 	if _, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalAddPoints, pointEvent("f-2", 5),
 		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.RewardsTaskQueue}, workflows.RewardsWorkflowType,
 		workflows.RewardsInput{CustomerID: customer}); err != nil {
 		t.Fatal(err)
 	}
-	if st := waitFor(t, ctx, c, id); st.Enrolled || st.EventCount != 0 {
-		t.Fatalf("the run a SignalWithStart started ended as %+v, want nothing applied", st)
+	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
+		t.Fatalf("the run a SignalWithStart started ended as %+v, want nothing applied and the balance left (10)", st)
 	}
 
 	// Temporal forgets the closed runs (retention; here a fresh server), the
@@ -81,6 +85,7 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 		t.Fatalf("UpdateWithStart after retention: %v, want %s", err, workflows.ErrNotEnrolled)
 	}
 	waitFor(t, ctx, c, id)
+	leftWith10(t, ctx, rc, customer, "after retention, from the database")
 
 	st, err := rc.Enroll(ctx, customer)
 	if err != nil || !st.Enrolled || st.Points != 0 {
@@ -96,6 +101,17 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	row, err := db.Enrollment(ctx, workflows.DefaultTenant, customer)
 	if err != nil || row.UnenrolledAt != nil {
 		t.Fatalf("enrollment row after re-enrollment: %+v, %v", row, err)
+	}
+}
+
+// leftWith10 checks the customer's status through the client (the query
+// starter status and the API send): the 10 points it unenrolled with, not
+// enrolled.
+func leftWith10(t *testing.T, ctx context.Context, rc *rewardsclient.Client, customer, when string) {
+	t.Helper()
+	st, err := rc.Status(ctx, customer)
+	if err != nil || st.Enrolled || st.Points != 10 || st.LifetimePoints != 10 || st.EventCount != 1 {
+		t.Fatalf("status %s: %+v, %v; want the 10 points it left with, not enrolled", when, st, err)
 	}
 }
 

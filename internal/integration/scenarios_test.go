@@ -219,7 +219,8 @@ func playUnenrollBurst(t *testing.T, p *player) {
 }
 
 // playReenroll: an unenrollment is final (a retried event starts a new run that
-// refuses it and ends) until the enroll update re-enrolls the customer; a
+// refuses it and ends, its status the balance left) until the enroll update
+// re-enrolls the customer; a
 // payload of the wrong type is refused without harm on the way.
 func playReenroll(t *testing.T, p *player) {
 	p.start(workflows.Options{})
@@ -237,8 +238,8 @@ func playReenroll(t *testing.T, p *player) {
 	if _, err := p.update(scenarioEvent("re-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
 		t.Fatalf("retry after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
 	}
-	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 0 {
-		t.Fatalf("the refusing run ended with %+v, %v", st, err)
+	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
+		t.Fatalf("the refusing run ended with %+v, %v; want nothing applied and the balance left (10)", st, err)
 	}
 	p.capture()
 	st, err := p.rc.Enroll(p.ctx, p.customer)

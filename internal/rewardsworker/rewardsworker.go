@@ -15,7 +15,7 @@ import (
 // New returns a worker for the rewards task queue of c. Facts the entity
 // reports go to recorder; search attribute support is read from namespace.
 func New(c client.Client, namespace string, recorder activities.RewardsRecorder, opts worker.Options) worker.Worker {
-	w := worker.New(c, workflows.RewardsTaskQueue, opts)
+	w := worker.New(c, workflows.RewardsTaskQueue, options(opts))
 	workflows.RegisterRewards(w)
 	acts := &activities.Rewards{
 		Recorder:         recorder,
@@ -23,4 +23,13 @@ func New(c client.Client, namespace string, recorder activities.RewardsRecorder,
 	}
 	acts.Register(w)
 	return w
+}
+
+// options are opts with what the entity relies on: a workflow panic fails
+// the workflow task, never the workflow, so an entity whose input this code
+// cannot serve keeps its state and waits for a worker that can (the entity
+// panics on purpose then, workflows/rewards_serve.go).
+func options(opts worker.Options) worker.Options {
+	opts.WorkflowPanicPolicy = worker.BlockWorkflow
+	return opts
 }

@@ -41,6 +41,9 @@ type NudgeOptions struct {
 type NudgeReport struct {
 	Deployment     string `json:"deployment"`
 	CurrentBuildID string `json:"current_build_id"`
+	// RampingBuildID is the version a ramp is moving a share of the
+	// entities to, empty without a ramp: the entities on it are not nudged.
+	RampingBuildID string `json:"ramping_build_id,omitempty"`
 	DryRun         bool   `json:"dry_run"`
 	// Found counts the entities found not on the current version, up to
 	// where the sweep stopped.
@@ -62,7 +65,8 @@ type NudgeReport struct {
 }
 
 // Nudge wakes every running rewards entity that is not on the current version
-// of opts.Deployment (unversioned ones included) with the no-op signal
+// of opts.Deployment (unversioned ones included) nor on its ramping version,
+// if a ramp is under way, with the no-op signal
 // workflows.SignalNudge, sent to its workflow ID (whichever run is current),
 // at most opts.Rate a second and at most opts.Max of them. A woken entity
 // learns that the current version changed and continues as new onto it; an
@@ -97,8 +101,10 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 	case err != nil:
 		return r, err
 	}
-	r.CurrentBuildID = desc.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentDeploymentVersion().GetBuildId()
-	query := notOnCurrentQuery(opts.Deployment, r.CurrentBuildID)
+	routing := desc.GetWorkerDeploymentInfo().GetRoutingConfig()
+	r.CurrentBuildID = routing.GetCurrentDeploymentVersion().GetBuildId()
+	r.RampingBuildID = routing.GetRampingDeploymentVersion().GetBuildId()
+	query := notOnCurrentQuery(opts.Deployment, r.CurrentBuildID, r.RampingBuildID)
 	list := func(ctx context.Context, token []byte) ([]string, []byte, error) {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: query, PageSize: listPageSize, NextPageToken: token,
@@ -203,11 +209,15 @@ func (r NudgeReport) Text() string {
 	if current == "" {
 		current = "none (unversioned)"
 	}
+	which := fmt.Sprintf("not on the current version %s of %s", current, r.Deployment)
+	if r.RampingBuildID != "" {
+		which += " nor on its ramping version " + r.RampingBuildID
+	}
 	var b strings.Builder
 	if r.DryRun {
-		fmt.Fprintf(&b, "dry run: would nudge %d entities not on the current version %s of %s", r.Found, current, r.Deployment)
+		fmt.Fprintf(&b, "dry run: would nudge %d entities %s", r.Found, which)
 	} else {
-		fmt.Fprintf(&b, "nudged %d of %d entities not on the current version %s of %s", r.Nudged, r.Found, current, r.Deployment)
+		fmt.Fprintf(&b, "nudged %d of %d entities %s", r.Nudged, r.Found, which)
 		if r.Gone > 0 {
 			fmt.Fprintf(&b, "; %d had ended", r.Gone)
 		}

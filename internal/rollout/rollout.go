@@ -59,19 +59,17 @@ var ErrStillPropagating = errors.New("routing change made, still propagating to 
 // (and through transient failures) until ctx ends; then it waits until the
 // change has reached every task queue, so that an entity woken afterwards
 // (Nudge) is told of it. It returns the previous current build ID, empty when
-// there was none. Setting the current version again changes nothing.
+// there was none, and buildID itself when it was current already, which
+// changes nothing.
 func SetCurrent(ctx context.Context, c client.Client, deployment, buildID string) (previous string, err error) {
 	if err := checkNames(deployment, buildID); err != nil {
 		return "", err
 	}
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	previous, err = retry(ctx, notYetPolled, func(ctx context.Context) (string, error) {
-		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		if err != nil {
-			return "", err
-		}
-		_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, ConflictToken: desc.ConflictToken})
-		return buildIDOf(desc.Info.RoutingConfig.CurrentVersion), err
+	current := func(r client.WorkerDeploymentRoutingConfig) *worker.WorkerDeploymentVersion { return r.CurrentVersion }
+	previous, err = changeRouting(ctx, h, buildID, current, func(ctx context.Context, token []byte) error {
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, ConflictToken: token})
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("setting %s as the current version of %s: %w", buildID, deployment, err)
@@ -97,13 +95,10 @@ func SetRamping(ctx context.Context, c client.Client, deployment, buildID string
 		return "", fmt.Errorf("ramp percentage %v: must be from 0 to 100", percentage)
 	}
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	previous, err = retry(ctx, notYetPolled, func(ctx context.Context) (string, error) {
-		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		if err != nil {
-			return "", err
-		}
-		_, err = h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percentage, ConflictToken: desc.ConflictToken})
-		return buildIDOf(desc.Info.RoutingConfig.RampingVersion), err
+	ramping := func(r client.WorkerDeploymentRoutingConfig) *worker.WorkerDeploymentVersion { return r.RampingVersion }
+	previous, err = changeRouting(ctx, h, buildID, ramping, func(ctx context.Context, token []byte) error {
+		_, err := h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percentage, ConflictToken: token})
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("ramping %s of %s at %v%%: %w", buildID, deployment, percentage, err)
@@ -112,6 +107,33 @@ func SetRamping(ctx context.Context, c client.Client, deployment, buildID string
 		return previous, fmt.Errorf("%s of %s ramps at %v%%: %w", buildID, deployment, percentage, err)
 	}
 	return previous, nil
+}
+
+// changeRouting puts buildID in the routing slot (the current or the ramping
+// version) with set, which gets the conflict token of a fresh description,
+// retrying while the version has not polled yet or the server fails
+// transiently (notYetPolled), and returns the build ID the slot held before.
+// That is read from the first description, and from a later one only while
+// the slot does not hold buildID yet (someone else changed it meanwhile): a
+// try whose change was applied but whose answer was lost makes the retry
+// find buildID in place, and the version it replaced is still the one
+// reported.
+func changeRouting(ctx context.Context, h client.WorkerDeploymentHandle, buildID string,
+	slot func(client.WorkerDeploymentRoutingConfig) *worker.WorkerDeploymentVersion,
+	set func(ctx context.Context, conflictToken []byte) error,
+) (previous string, err error) {
+	described := false
+	_, err = retry(ctx, notYetPolled, func(ctx context.Context) (struct{}, error) {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return struct{}{}, err
+		}
+		if holds := buildIDOf(slot(desc.Info.RoutingConfig)); !described || holds != buildID {
+			previous, described = holds, true
+		}
+		return struct{}{}, set(ctx, desc.ConflictToken)
+	})
+	return previous, err
 }
 
 // buildIDOf is v's build ID, empty for no version.
@@ -287,13 +309,24 @@ func unversionedQuery() string {
 	return fmt.Sprintf("%s AND %s IS NULL", runningEntities, versionAttr)
 }
 
-// notOnCurrentQuery matches the running entities not on the current version
-// of deployment: unversioned ones and those on any other version (of this
-// deployment or another). With no current version (currentBuildID empty:
-// unversioned workers take new workflows) it matches every versioned one.
-func notOnCurrentQuery(deployment, currentBuildID string) string {
-	if currentBuildID == "" {
-		return fmt.Sprintf("%s AND %s IS NOT NULL", runningEntities, versionAttr)
+// notOnCurrentQuery matches the running entities Nudge wakes: those on
+// neither the current version of deployment nor its ramping version (empty
+// when there is no ramp), so the unversioned ones and those on any other
+// version (of this deployment or another). An entity on the ramping version
+// is where a ramp put it, and nudging it would change nothing until the
+// ramping version is made current. With no current version (currentBuildID
+// empty: unversioned workers take new workflows) it matches every versioned
+// one not on the ramping version.
+func notOnCurrentQuery(deployment, currentBuildID, rampingBuildID string) string {
+	notRamping := ""
+	if rampingBuildID != "" {
+		notRamping = fmt.Sprintf(" AND %s != '%s'", versionAttr, versionValue(deployment, rampingBuildID))
 	}
-	return fmt.Sprintf("%s AND (%s IS NULL OR %s != '%s')", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID))
+	switch {
+	case currentBuildID == "":
+		return fmt.Sprintf("%s AND %s IS NOT NULL%s", runningEntities, versionAttr, notRamping)
+	case notRamping == "":
+		return fmt.Sprintf("%s AND (%s IS NULL OR %s != '%s')", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID))
+	}
+	return fmt.Sprintf("%s AND (%s IS NULL OR (%s != '%s'%s))", runningEntities, versionAttr, versionAttr, versionValue(deployment, currentBuildID), notRamping)
 }

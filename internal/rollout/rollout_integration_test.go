@@ -153,7 +153,8 @@ func nudges(ctx context.Context, c client.Client, workflowID string) (int, error
 }
 
 // A versioned deploy on a real server, from the operator's side. Entities
-// start unversioned and on v1; v2's workers join, v2 ramps, then becomes
+// start unversioned and on v1; v2's workers join, v2 ramps (at 100% a new
+// entity starts on v2, which a sweep during the ramp leaves alone), then becomes
 // current (SetCurrent waits for its workers to poll); a new entity starts on
 // v2. Status counts the entities per version as they move. A dry-run sweep
 // signals nothing; the sweep nudges exactly the entities not on v2, which
@@ -232,14 +233,36 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	if r.CurrentBuildID != "v1" || r.RampingBuildID != "v2" || r.RampingPercentage != 0 || r.Versions[0].BuildID != "v2" || r.Versions[0].Status != "ramping" {
 		t.Fatalf("after the ramp: %+v", r)
 	}
-	for range 2 { // the second time changes nothing
-		if previous, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil || (previous != "v1" && previous != "v2") {
-			t.Fatalf("SetCurrent v2: previous %q, %v", previous, err)
+
+	// At 100% a new entity starts on the ramping version: it is where the
+	// ramp wants it, so neither Status nor a sweep counts it as one to move.
+	if previous, err := rollout.SetRamping(ctx, c, deployment, "v2", 100); err != nil || previous != "v2" {
+		t.Fatalf("SetRamping v2 at 100%%: previous %q, %v; want v2", previous, err)
+	}
+	ramped := "rollout-ramped-" + suffix
+	enroll(ramped, 503)
+	waitFor(t, ctx, "Status to count the entity on the ramping version", func() error {
+		r, err := rollout.Status(ctx, c, deployment)
+		if err != nil {
+			return err
+		}
+		if r.RampingBuildID != "v2" || r.Versions[0].Entities != 1 || r.Running != 6 || r.NotOnCurrent != 1 {
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+	during, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, DryRun: true})
+	if err != nil || during != (rollout.NudgeReport{Deployment: deployment, CurrentBuildID: "v1", RampingBuildID: "v2", DryRun: true, Found: 1}) {
+		t.Fatalf("dry run during the ramp: %+v, %v; want only the unversioned entity", during, err)
+	}
+	for _, want := range []string{"v1", "v2"} { // the second time changes nothing
+		if previous, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil || previous != want {
+			t.Fatalf("SetCurrent v2: previous %q, %v; want %q", previous, err, want)
 		}
 	}
 	born := "rollout-new-" + suffix
 	enroll(born, 505)
-	all := append(slices.Clone(onV1), unversioned, born)
+	all := append(slices.Clone(onV1), unversioned, born, ramped)
 
 	// Upgrades are lazy: the idle entities stay where they are until woken.
 	for _, customer := range append(slices.Clone(onV1), unversioned) {
@@ -266,7 +289,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 			status[v.BuildID], entities[v.BuildID] = v.Status, v.Entities
 		}
 		if r.CurrentBuildID != "v2" || r.RampingBuildID != "" || status["v2"] != "current" || status["v1"] != "draining" ||
-			entities["v1"] != 4 || entities["v2"] != 1 || r.Unversioned != 1 || r.Running != 6 || r.NotOnCurrent != 5 {
+			entities["v1"] != 4 || entities["v2"] != 2 || r.Unversioned != 1 || r.Running != 7 || r.NotOnCurrent != 5 {
 			return fmt.Errorf("report %+v", r)
 		}
 		return nil
@@ -293,7 +316,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 1
-		if customer == born {
+		if customer == born || customer == ramped {
 			want = 0
 		}
 		if n != want {
@@ -340,11 +363,11 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 			if v.BuildID == "v1" && (v.Status != "drained" || v.DrainageCheckedAt == nil || v.Entities != 0) {
 				return fmt.Errorf("v1: %+v", v)
 			}
-			if v.BuildID == "v2" && v.Entities != 6 {
+			if v.BuildID == "v2" && v.Entities != 7 {
 				return fmt.Errorf("v2: %+v", v)
 			}
 		}
-		if r.Unversioned != 0 || r.NotOnCurrent != 0 || r.Running != 6 {
+		if r.Unversioned != 0 || r.NotOnCurrent != 0 || r.Running != 7 {
 			return fmt.Errorf("report %+v", r)
 		}
 		return nil

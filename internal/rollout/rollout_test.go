@@ -25,9 +25,13 @@ func TestQueries(t *testing.T) {
 		{"running", runningEntities, running},
 		{"on a version", onVersionQuery("entityflow", "v1"), running + " AND TemporalWorkerDeploymentVersion = 'entityflow:v1'"},
 		{"unversioned", unversionedQuery(), running + " AND TemporalWorkerDeploymentVersion IS NULL"},
-		{"not on current", notOnCurrentQuery("entityflow", "v2"),
+		{"not on current", notOnCurrentQuery("entityflow", "v2", ""),
 			running + " AND (TemporalWorkerDeploymentVersion IS NULL OR TemporalWorkerDeploymentVersion != 'entityflow:v2')"},
-		{"not on current, none current", notOnCurrentQuery("entityflow", ""), running + " AND TemporalWorkerDeploymentVersion IS NOT NULL"},
+		{"not on current, none current", notOnCurrentQuery("entityflow", "", ""), running + " AND TemporalWorkerDeploymentVersion IS NOT NULL"},
+		{"not on current nor ramping", notOnCurrentQuery("entityflow", "v2", "v3"),
+			running + " AND (TemporalWorkerDeploymentVersion IS NULL OR (TemporalWorkerDeploymentVersion != 'entityflow:v2' AND TemporalWorkerDeploymentVersion != 'entityflow:v3'))"},
+		{"none current, ramping from unversioned", notOnCurrentQuery("entityflow", "", "v1"),
+			running + " AND TemporalWorkerDeploymentVersion IS NOT NULL AND TemporalWorkerDeploymentVersion != 'entityflow:v1'"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
@@ -118,7 +122,7 @@ v1             drained   0         2026-11-20T12:00:00Z  2026-11-21T12:10:00Z
 v0             inactive  0         2026-11-19T12:00:00Z  -
 (unversioned)  -         5         -                     -
 
-50 running entities, 10 not on the current version
+50 running entities, 10 not on the current version nor on the ramping one
 `
 	if got := r.Text(); got != want {
 		t.Errorf("Text:\n%s\nwant\n%s", got, want)
@@ -146,6 +150,10 @@ func TestNudgeReportText(t *testing.T) {
 			"dry run: would nudge 4 entities not on the current version v2 of entityflow"},
 		{NudgeReport{Deployment: "entityflow", Found: 1, Nudged: 1},
 			"nudged 1 of 1 entities not on the current version none (unversioned) of entityflow"},
+		{NudgeReport{Deployment: "entityflow", CurrentBuildID: "v2", RampingBuildID: "v3", Found: 2, Nudged: 2},
+			"nudged 2 of 2 entities not on the current version v2 of entityflow nor on its ramping version v3"},
+		{NudgeReport{Deployment: "entityflow", CurrentBuildID: "v2", RampingBuildID: "v3", DryRun: true, Found: 4},
+			"dry run: would nudge 4 entities not on the current version v2 of entityflow nor on its ramping version v3"},
 	} {
 		if got := tc.r.Text(); got != tc.want {
 			t.Errorf("Text of %+v:\n got %s\nwant %s", tc.r, got, tc.want)

@@ -30,8 +30,8 @@ type Report struct {
 	// Versions are the deployment's versions, newest first.
 	Versions []VersionReport `json:"versions"`
 	// Running counts the running rewards entities, Unversioned those on no
-	// version, NotOnCurrent those not on the current version (the
-	// unversioned included): the ones Nudge would wake.
+	// version, NotOnCurrent those on neither the current version nor the
+	// ramping one (the unversioned included): the ones Nudge would wake.
 	Running      int64 `json:"running"`
 	Unversioned  int64 `json:"unversioned"`
 	NotOnCurrent int64 `json:"not_on_current"`
@@ -79,7 +79,7 @@ func Status(ctx context.Context, c client.Client, deployment string) (Report, er
 	if r.Unversioned, err = count(unversionedQuery()); err != nil {
 		return r, err
 	}
-	if r.NotOnCurrent, err = count(notOnCurrentQuery(deployment, r.CurrentBuildID)); err != nil {
+	if r.NotOnCurrent, err = count(notOnCurrentQuery(deployment, r.CurrentBuildID, r.RampingBuildID)); err != nil {
 		return r, err
 	}
 	for i := range r.Versions {
@@ -147,6 +147,10 @@ func (r Report) Text() string {
 	}
 	fmt.Fprintf(tw, "(unversioned)\t-\t%d\t-\t-\n", r.Unversioned)
 	_ = tw.Flush() // writes to a strings.Builder, which does not fail
-	fmt.Fprintf(&b, "\n%d running entities, %d not on the current version\n", r.Running, r.NotOnCurrent)
+	which := "not on the current version"
+	if r.RampingBuildID != "" {
+		which += " nor on the ramping one"
+	}
+	fmt.Fprintf(&b, "\n%d running entities, %d %s\n", r.Running, r.NotOnCurrent, which)
 	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -83,12 +85,13 @@ const (
 // it (another Nats-Msg-Id, as after JetStream's duplicate window) and a
 // poison message, all for one customer, then prints what the ingress did:
 // the entity's status (the event counted once) and the dead letter with its
-// reason.
-func playIngestDemo(ctx context.Context, url string, rc *rewardsclient.Client, out io.Writer) error {
-	fmt.Fprintf(out, "\nbus ingress (NATS JetStream at %s):\n", url)
-	nc, err := nats.Connect(url, nats.Name("entityflow make run demo"))
+// reason. It connects as the worker's ingress does, with sec.
+func playIngestDemo(ctx context.Context, url string, sec ingress.Security, rc *rewardsclient.Client, out io.Writer) error {
+	fmt.Fprintf(out, "\nbus ingress (NATS JetStream at %s; %s):\n", url, sec)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nc, err := ingress.Connect(ctx, url, "entityflow make run demo", sec, logger)
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -3,7 +3,9 @@
 // Temporal CLI's dev server with SQLite persistence under ./data and its Web UI on
 // 127.0.0.1:8233; then it starts the worker with the bus ingress (on the
 // NATS server of NATS_URL, else on bin/nats-server, which it starts on
-// 127.0.0.1:4223 unless one listens there) and the HTTP
+// 127.0.0.1:4223 unless one listens there; the worker and the demo's
+// publisher both take the NATS_* TLS and credential settings of the
+// environment, ingress.SecurityFromEnv) and the HTTP
 // API (starter serve, on HTTP_ADDR or 127.0.0.1:8080), creates a demo API key (tenant default,
 // every scope) and prints it, plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
@@ -34,6 +36,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/ingress"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rollout"
@@ -97,6 +100,14 @@ func run() error {
 	natsURL, startNats, err := ingestURL(os.Getenv, listening)
 	if err != nil {
 		return err
+	}
+	// The worker inherits the environment, so its ingress connects with
+	// the same settings as the demo's publisher.
+	natsSecurity := ingress.SecurityFromEnv(os.Getenv)
+	if natsURL != "" {
+		if err := natsSecurity.Validate(); err != nil {
+			return fmt.Errorf("NATS settings (NATS_*): %w", err)
+		}
 	}
 	if startNats {
 		nats, err := startNATS()
@@ -165,7 +176,7 @@ func run() error {
 		err = playAPIDemo(demoCtx, "http://"+httpAddr, apiKey, os.Stdout)
 	}
 	if err == nil && natsURL != "" {
-		err = playIngestDemo(demoCtx, natsURL, rc, os.Stdout)
+		err = playIngestDemo(demoCtx, natsURL, natsSecurity, rc, os.Stdout)
 	}
 	cancel()
 	if err != nil {

@@ -597,3 +597,54 @@ func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
 		t.Fatalf("points after re-enrollment: %d %s", r.status, r.body)
 	}
 }
+
+// GET /v1/customers/{id} of a customer who unenrolled is the balance it
+// left with and enrolled false: right after the unenrollment (the closed
+// run answers) and after a refused command started a run that applied
+// nothing (it answers with the balance the database kept; see
+// TestUnenrollmentIsFinalForEveryClient for the same after retention); the
+// re-enrollment starts again at zero.
+func TestUnenrolledCustomerStatusKeepsTheBalance(t *testing.T) {
+	s := newStack(t, memory.NewStore(0))
+	const customer = "c-left"
+	base := "/v1/customers/" + customer
+	for i, points := range []int{25, 40} {
+		if r := s.do("POST", base+"/points", fmt.Sprint("p-", i), map[string]any{"points": points}); r.status != http.StatusOK {
+			t.Fatalf("points: %d %s", r.status, r.body)
+		}
+	}
+	if r := s.untilDone("POST", base+"/unenroll", "u-1", nil); r.status != http.StatusAccepted {
+		t.Fatalf("unenroll: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	id := workflows.RewardsWorkflowID(customer)
+	if err := s.c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	left := func(when string) {
+		t.Helper()
+		r := s.do("GET", base, "", nil)
+		st := decode[workflows.Status](t, r)
+		if r.status != http.StatusOK || st.Enrolled || st.Points != 65 || st.LifetimePoints != 65 || st.EventCount != 2 || st.Tier != workflows.TierBasic {
+			t.Fatalf("status %s: %d %s; want 65 points, 2 events, not enrolled", when, r.status, r.body)
+		}
+	}
+	left("after the unenrollment")
+
+	if r := s.do("POST", base+"/points", "p-late", map[string]any{"points": 5}); r.status != http.StatusConflict {
+		t.Fatalf("points after unenrollment: %d %s, want 409", r.status, r.body)
+	}
+	if err := s.c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	left("after a refused command ran and ended")
+
+	r := s.untilDone("POST", base+"/enroll", "e-1", nil)
+	if st := decode[workflows.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 {
+		t.Fatalf("enroll: %d %s", r.status, r.body)
+	}
+	r = s.do("GET", base, "", nil)
+	if st := decode[workflows.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 || st.EventCount != 0 {
+		t.Fatalf("status after re-enrollment: %d %s", r.status, r.body)
+	}
+}

@@ -77,6 +77,10 @@ type env struct {
 	platform *platform.Service
 	rewards  *rewardsclient.Client
 	cfg      ingress.Config
+	// frontend is the dev server's address.
+	frontend string
+	// logger is the ingress's; nil: errors only, to the test's output.
+	logger *slog.Logger
 }
 
 func newEnv(t testing.TB) *env {
@@ -99,7 +103,7 @@ func newEnv(t testing.TB) *env {
 		t.Cleanup(w.Stop)
 	}
 	e := &env{
-		t: t, natsURL: url, js: js, c: c, store: st, cfg: testConfig(),
+		t: t, natsURL: url, js: js, c: c, store: st, cfg: testConfig(), frontend: srv.FrontendHostPort(),
 		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
 		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
 	}
@@ -168,9 +172,13 @@ func (e *env) start(reg prometheus.Registerer) {
 // startOn runs an ingress on js until stop is called; its metrics go to reg.
 func (e *env) startOn(js jetstream.JetStream, reg prometheus.Registerer) (stop func()) {
 	e.t.Helper()
+	logger := e.logger
+	if logger == nil {
+		logger = quietLogger(e.t)
+	}
 	in := &ingress.Ingress{
 		Config: e.cfg, JS: js, Rewards: e.rewards, Platform: e.platform,
-		Metrics: ingress.NewMetrics(reg), Logger: quietLogger(e.t),
+		Metrics: ingress.NewMetrics(reg), Logger: logger,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -467,8 +475,17 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 			t.Errorf("ingest_handled_total{source=%s,outcome=%s} = %v, want %d", source, outcome, got, want)
 		}
 	}
-	check(ingress.SourcePoints, ingress.OutcomeApplied, len(points))
-	check(ingress.SourcePoints, ingress.OutcomeDuplicate, len(points))
+	// Each point event is handled twice, once applied and once a duplicate;
+	// but an update whose outcome was unknown at its deadline (applied, its
+	// answer lost) is retried and answered from the entity's window as a
+	// duplicate, so the split may move by at most the transient retries.
+	// The entities' totals below are exact either way.
+	applied, duplicate := handled(ingress.SourcePoints, ingress.OutcomeApplied), handled(ingress.SourcePoints, ingress.OutcomeDuplicate)
+	transient := counter(t, reg, "ingest_retried_total", map[string]string{"reason": "transient"})
+	if applied+duplicate != float64(2*len(points)) || applied > float64(len(points)) || applied < float64(len(points))-transient {
+		t.Errorf("points handled: %v applied, %v duplicate after %v transient retries; want %d each, the split moved by at most the retries",
+			applied, duplicate, transient, len(points))
+	}
 	check(ingress.SourcePoints, ingress.OutcomeDeadLettered, 8)
 	check(ingress.SourceEvents, ingress.OutcomeApplied, envelopes)
 	check(ingress.SourceEvents, ingress.OutcomeDuplicate, envelopes)

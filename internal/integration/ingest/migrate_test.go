@@ -103,7 +103,7 @@ func TestIngressPartitionsAnEarlierStream(t *testing.T) {
 		if st.Points != 0 || st.EventCount != int64(before+after+1) {
 			t.Errorf("%s: %d points, %d events; want 0, %d", customer(c), st.Points, st.EventCount, before+after+1)
 		}
-		if got := appliedOrder(t, ctx, e.c, workflows.RewardsWorkflowID(customer(c))); !slices.Equal(got, order) {
+		if got := appliedSources(t, ctx, e.c, workflows.RewardsWorkflowID(customer(c))); !slices.Equal(got, order) {
 			t.Errorf("%s: applied in the order %v, want %v", customer(c), got, order)
 		}
 	}

@@ -232,7 +232,7 @@ func (w *workload) check(t *testing.T, ctx context.Context, e *env, c client.Cli
 			t.Errorf("%s/%s: points %d, lifetime %d, events %d; want %d, %d, %d",
 				cu.tenant, cu.id, st.Points, st.LifetimePoints, st.EventCount, cu.balance, cu.sum, len(cu.events))
 		}
-		applied := appliedOrder(t, ctx, c, workflows.RewardsWorkflowIDFor(cu.tenant, cu.id))
+		applied := appliedSources(t, ctx, c, workflows.RewardsWorkflowIDFor(cu.tenant, cu.id))
 		if !slices.Equal(applied, cu.events) {
 			outOfOrder++
 			if outOfOrder <= 3 {
@@ -277,11 +277,11 @@ func (w *workload) check(t *testing.T, ctx context.Context, e *env, c client.Cli
 	}
 }
 
-// appliedOrder returns the source IDs of the point events a rewards entity
+// appliedSources returns the source IDs of the point events a rewards entity
 // applied, every run from the first, in the order it accepted them (a
 // redelivery, answered as a duplicate, counted at its first acceptance; an
 // update that failed, such as a refused redemption, left out).
-func appliedOrder(t testing.TB, ctx context.Context, c client.Client, workflowID string) []string {
+func appliedSources(t testing.TB, ctx context.Context, c client.Client, workflowID string) []string {
 	t.Helper()
 	var runs [][]string
 	for runID := ""; ; {
