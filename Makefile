@@ -76,7 +76,7 @@ build:
 
 # Starts a local Temporal dev server (state in data/, Web UI on 127.0.0.1:8233)
 # unless TEMPORAL_ADDRESS names one, the worker, and a demo; Ctrl-C stops all.
-run: build $(TEMPORAL_FOR_RUN)
+run: build $(TEMPORAL_FOR_RUN) $(NATS_SERVER)
 	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(BIN)/devrun
 
 # make run on a real Temporal server on the local PostgreSQL (databases
@@ -113,8 +113,9 @@ test-short:
 # latency per key store against the bare handler; the points command end to end;
 # the auth and tenant-limit layer's added latency (API key, JWT) against the
 # bare handler; point events from a JetStream stream to applied against the
-# same events sent straight through the Go client (NATS on NATS_URL).
-bench: $(BENCHSTAT) $(TEMPORAL)
+# same events sent straight through the Go client, and with 1, 2 and 3 ingress
+# processes sharing the partitions (bin/nats-server of their own).
+bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
 	$(BENCHSTAT) -filter '-.name:WindowPush' bench.txt

@@ -78,7 +78,9 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.StringVar(&c.nats.Token, "nats-token", sec.Token, "NATS authentication `token`; prefer the environment, a flag shows in ps (env NATS_TOKEN)")
 	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr(getenv, "INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
 	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr(getenv, "INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
-	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr(getenv, "INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events (env INGEST_POINTS_DURABLE)")
+	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr(getenv, "INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events, {name}-{partition} per partition (env INGEST_POINTS_DURABLE)")
+	fs.IntVar(&ic.Partitions, "ingest-partitions", envNum("INGEST_PARTITIONS", ingress.DefaultPartitions), "partitions of the points stream by customer: at most as many ingress processes share it; must match an existing stream's (env INGEST_PARTITIONS)")
+	fs.DurationVar(&ic.PinnedTTL, "ingest-pin-ttl", envDuration("INGEST_PIN_TTL", ingress.DefaultPinnedTTL), "how long a partition stays pinned to a process that stopped pulling: the longest a dead process's partitions wait for another (env INGEST_PIN_TTL)")
 	fs.StringVar(&ic.EventsStream, "ingest-events-stream", envOr(getenv, "INGEST_EVENTS_STREAM", ingress.DefaultEventsStream), "JetStream `stream` of event envelopes, or off (env INGEST_EVENTS_STREAM)")
 	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", envOr(getenv, "INGEST_EVENTS_PREFIX", ingress.DefaultEventsPrefix), "subject `prefix` of event envelopes: {prefix}.{tenant}[.more] (env INGEST_EVENTS_PREFIX)")
 	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", envOr(getenv, "INGEST_EVENTS_DURABLE", ingress.DefaultEventsDurable), "durable consumer `name` of event envelopes (env INGEST_EVENTS_DURABLE)")
@@ -107,7 +109,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		for _, n := range []struct {
 			name string
 			v    int
-		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-max-per-customer", ic.MaxPerCustomer}} {
+		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-max-per-customer", ic.MaxPerCustomer}, {"-ingest-partitions", ic.Partitions}} {
 			if n.v < 1 {
 				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
 			}
@@ -120,6 +122,9 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		}
 		if ic.AckWait < time.Second {
 			return fmt.Errorf("-ingest-ack-wait must be at least 1s, not %v", ic.AckWait)
+		}
+		if ic.PinnedTTL < 2*time.Second {
+			return fmt.Errorf("-ingest-pin-ttl must be at least 2s, not %v", ic.PinnedTTL)
 		}
 		if ic.StreamDuplicates < 0 {
 			return fmt.Errorf("-ingest-stream-duplicates must not be negative, not %v", ic.StreamDuplicates)

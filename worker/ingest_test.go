@@ -39,17 +39,17 @@ func TestParseIngestConfig(t *testing.T) {
 				ic.EventsStream == ingress.DefaultEventsStream && ic.EventsPrefix == "events" && ic.EventsDurable == "ingest-events" &&
 				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Workers == 64 &&
 				ic.MaxPerCustomer == 16 && ic.Retry.MaxDeliveries == 100 && ic.AckWait == 30*time.Second &&
-				ic.StreamDuplicates == 0 && len(ic.Tenants) == 0
+				ic.StreamDuplicates == 0 && len(ic.Tenants) == 0 && ic.Partitions == 8 && ic.PinnedTTL == 10*time.Second
 		}},
 		{name: "environment", env: map[string]string{
 			"INGEST_ENABLED": "true", "NATS_URL": "nats://nats:4222", "INGEST_POINTS_STREAM": "P", "INGEST_POINTS_PREFIX": "acme.rewards",
 			"INGEST_MAX_ACK_PENDING": "50", "INGEST_ACK_WAIT": "1m", "INGEST_TENANTS": "t-1, default", "INGEST_EVENTS_STREAM": "off",
-			"INGEST_STREAM_DUPLICATES": "10m",
+			"INGEST_STREAM_DUPLICATES": "10m", "INGEST_PARTITIONS": "3", "INGEST_PIN_TTL": "4s",
 		}, want: func(c config) bool {
 			ic := c.ingest.ingress
 			return c.ingest.enabled && c.ingest.natsURL == "nats://nats:4222" && ic.PointsStream == "P" && ic.PointsPrefix == "acme.rewards" &&
 				ic.MaxAckPending == 50 && ic.AckWait == time.Minute && slices.Equal(ic.Tenants, []string{"t-1", "default"}) &&
-				ic.EventsStream == ingress.Off && ic.StreamDuplicates == 10*time.Minute
+				ic.EventsStream == ingress.Off && ic.StreamDuplicates == 10*time.Minute && ic.Partitions == 3 && ic.PinnedTTL == 4*time.Second
 		}},
 		{name: "ingress only", args: []string{"-ingest", "-task-queues", "none"}, want: func(c config) bool {
 			return c.ingest.enabled && c.taskQueues() == nil
@@ -66,6 +66,10 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "bad duration in the environment", env: map[string]string{"INGEST_ACK_WAIT": "30"}, wantErr: "INGEST_ACK_WAIT"},
 		{name: "no workers", args: []string{"-ingest", "-ingest-workers", "0"}, wantErr: "-ingest-workers must be at least 1"},
 		{name: "ack wait too short", args: []string{"-ingest", "-ingest-ack-wait", "10ms"}, wantErr: "-ingest-ack-wait"},
+		{name: "no partitions", args: []string{"-ingest", "-ingest-partitions", "0"}, wantErr: "-ingest-partitions must be at least 1"},
+		{name: "too many partitions", args: []string{"-ingest", "-ingest-partitions", "5000"}, wantErr: "at most 1024"},
+		{name: "pin TTL too short", args: []string{"-ingest", "-ingest-pin-ttl", "1s"}, wantErr: "-ingest-pin-ttl"},
+		{name: "points prefix under the partitions' root", args: []string{"-ingest", "-ingest-points-prefix", "partition.x"}, wantErr: "first token of the partitions"},
 		{name: "negative duplicate window", args: []string{"-ingest", "-ingest-stream-duplicates", "-1s"}, wantErr: "-ingest-stream-duplicates"},
 		{name: "both sources off", args: []string{"-ingest", "-ingest-points-stream", "off", "-ingest-events-stream", "off"}, wantErr: "nothing to consume"},
 		{name: "one stream for both", args: []string{"-ingest", "-ingest-points-stream", "S", "-ingest-events-stream", "S"}, wantErr: "streams of their own"},

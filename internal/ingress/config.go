@@ -20,14 +20,26 @@ const (
 	DefaultDeadLetterStream = "INGEST_DEAD_LETTERS"
 	DefaultDeadLetterPrefix = "ingest.dead"
 	DefaultWorkers          = 64
+	DefaultPinnedTTL        = 10 * time.Second
 )
 
 // Config is what the ingress consumes and how. The zero value of a field
 // takes its default (withDefaults); a stream name "off" turns its source off.
 type Config struct {
-	// PointsStream holds point events on {PointsPrefix}.{tenant}.{customer}.points,
-	// consumed by the durable PointsDurable.
+	// PointsStream holds point events published on
+	// {PointsPrefix}.{tenant}.{customer}.points, stored in Partitions
+	// partitions by customer (the stream's subject transform; see
+	// PartitionRoot), each consumed by its durable {PointsDurable}-{p}.
 	PointsStream, PointsPrefix, PointsDurable string
+	// Partitions is how many partitions the points stream has (default
+	// DefaultPartitions): at most as many ingress processes share its
+	// events. A stream partitioned otherwise is refused.
+	Partitions int
+	// PinnedTTL is how long a partition stays pinned to a process that no
+	// longer pulls from it (default 10 s, at least 2 s): the longest a dead
+	// process's partitions wait for another process. A live process pulls
+	// again every half of it.
+	PinnedTTL time.Duration
 	// EventsStream holds event envelopes on {EventsPrefix}.{tenant}[.more],
 	// consumed by the durable EventsDurable.
 	EventsStream, EventsPrefix, EventsDurable string
@@ -106,6 +118,8 @@ func (c Config) withDefaults() Config {
 	str(&c.EventsDurable, DefaultEventsDurable)
 	str(&c.DeadLetterStream, DefaultDeadLetterStream)
 	str(&c.DeadLetterPrefix, DefaultDeadLetterPrefix)
+	num(&c.Partitions, DefaultPartitions)
+	dur(&c.PinnedTTL, DefaultPinnedTTL)
 	dur(&c.StreamMaxAge, 7*24*time.Hour)
 	dur(&c.DeadLetterMaxAge, 30*24*time.Hour)
 	num(&c.MaxAckPending, 1000)
@@ -142,6 +156,15 @@ func (c Config) Validate() error {
 		if strings.ContainsAny(s.v, ".*> \t") {
 			errs = append(errs, fmt.Errorf("%s %q: a JetStream name holds no '.', '*', '>' or white space", s.name, s.v))
 		}
+	}
+	if c.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("%d partitions: at most %d", c.Partitions, MaxPartitions))
+	}
+	if c.PinnedTTL < 2*time.Second {
+		errs = append(errs, fmt.Errorf("pin TTL %v: at least 2s (a live process pulls again every half of it, at least every second)", c.PinnedTTL))
+	}
+	if c.PointsPrefix == PartitionRoot || strings.HasPrefix(c.PointsPrefix, PartitionRoot+".") {
+		errs = append(errs, fmt.Errorf("points subject prefix %q: %q is the first token of the partitions' stored subjects", c.PointsPrefix, PartitionRoot))
 	}
 	if c.PointsStream == Off && c.EventsStream == Off {
 		errs = append(errs, errors.New("both sources are off: nothing to consume"))

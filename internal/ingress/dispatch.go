@@ -1,12 +1,12 @@
 package ingress
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +38,14 @@ type job struct {
 	// order they came (a customer's subject; an event's ID).
 	key      string
 	dedupKey string
+	// subject is the one the message was published on (a point event's
+	// stored subject holds its partition too).
+	subject string
+	// lease is the partition's pin the message was delivered under; nil
+	// for envelopes. Once lost, the message is no longer kept alive.
+	lease *lease
+	// acking is set once the ack is sent (ownUnacked).
+	acking atomic.Bool
 	// err is a Rejection found while preparing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
@@ -63,6 +71,8 @@ type keyState struct {
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
+	// consumer is the durable consumer that delivers the key's messages.
+	consumer string
 	// waiting holds the stream sequences of the key's messages nacked to
 	// keep order (deferred or backing off), each with the time it is due
 	// back. A message later than the earliest of them is nacked again
@@ -79,9 +89,22 @@ type waiter struct {
 	attempts uint64
 }
 
-// idle reports whether the key can be forgotten.
+// enqueue puts j in the key's queue in stream order: a message that comes
+// back (after a failure, or handed back by another process) goes before
+// the later ones queued meanwhile.
+func (ks *keyState) enqueue(j *job) {
+	seq := j.meta.Sequence.Stream
+	i := len(ks.queue)
+	for i > 0 && ks.queue[i-1].meta.Sequence.Stream > seq {
+		i--
+	}
+	ks.queue = slices.Insert(ks.queue, i, j)
+}
+
+// idle reports whether the key can be forgotten. An active key stays
+// (a hand-back may have emptied its queue while it is on the ready list).
 func (ks *keyState) idle(now time.Time) bool {
-	return ks.held <= 0 && !now.Before(ks.backoff) && len(ks.waiting) == 0
+	return ks.held <= 0 && !ks.active && !now.Before(ks.backoff) && len(ks.waiting) == 0
 }
 
 // firstWaiting returns the earliest sequence the key waits for and when it
@@ -129,8 +152,8 @@ type dispatcher struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyState
-	// inh, while not nil, parks the messages of the keys it covers.
-	inh          *inheritance
+	// inhs, by consumer, park the messages of the keys they cover.
+	inhs         map[string]*inheritance
 	inheritGrace time.Duration
 	jobs         map[*job]struct{}
 	// avgApply is a moving average of the time to apply a message.
@@ -158,10 +181,12 @@ func (d *dispatcher) observeApply(took time.Duration) {
 
 func newDispatcher(in *Ingress, cfg Config) *dispatcher {
 	// A key is on the ready list at most once and only while it holds a
-	// job, and JetStream delivers at most MaxAckPending per consumer
-	// (points and events): room for every key that can have work.
-	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, 2*cfg.MaxAckPending+cfg.Workers),
-		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace}
+	// job, and JetStream delivers at most MaxAckPending per consumer (a
+	// partition's, the unpartitioned one's, the envelopes'): room for every
+	// key that can have work.
+	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, (cfg.Partitions+2)*cfg.MaxAckPending+cfg.Workers),
+		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace,
+		inhs: map[string]*inheritance{}}
 }
 
 // start runs the Workers and the keep-alive loop on ctx, which
@@ -184,9 +209,9 @@ func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
 	d.wg.Wait()
 	d.mu.Lock()
 	var queued []*job
-	if d.inh != nil {
-		d.inh.timer.Stop()
-		d.inh = nil
+	for c, inh := range d.inhs {
+		inh.timer.Stop()
+		delete(d.inhs, c)
 	}
 	for _, ks := range d.keys {
 		queued = append(queued, ks.queue...)
@@ -228,19 +253,21 @@ func (d *dispatcher) nacked(ks *keyState, j *job, now time.Time, delay time.Dura
 // about a second at most.
 const inheritGrace = 5 * time.Second
 
-// inheritance is what a process knows, when it starts, of the messages its
-// predecessor on the durable consumer (a process that died or lost its
-// connection) was delivered and may not have acked: the sequences between
-// the consumer's ack floor and its last delivery. Those not acked come again
-// within an ack wait (the predecessor's naks were capped by it too,
-// capDelay), after newer messages that were never delivered; there is no
-// telling which of them were acked. So every message of a customer with one
-// in that range is parked until all that were unacked have come back (as
-// many as the consumer's ack-pending count at the start), or the ack wait
-// and inheritGrace are over; then each customer's parked messages go on in
-// stream order. Other customers are not held back.
+// inheritance is what a process knows, when it gains a consumer's pin, of
+// the messages its predecessor on the consumer (a process that gave the
+// partition up, died or lost its connection) was delivered and may not have
+// acked: the sequences between the consumer's ack floor and its last
+// delivery. Those not acked come again within an ack wait (the predecessor's
+// naks were capped by it too, capDelay; a predecessor that lost the pin
+// stops keeping its messages alive), after newer messages that were never
+// delivered; there is no telling which of them were acked. So every message
+// of a customer with one in that range is parked until all that were
+// unacked have come back (as many as the consumer's ack-pending count when
+// the pin was gained, which counts the messages already delivered to this
+// process too), or the ack wait and inheritGrace are over; then each
+// customer's parked messages go on in stream order. Other customers are not
+// held back.
 type inheritance struct {
-	source  string
 	keys    map[string]bool
 	last    uint64
 	unacked int
@@ -248,66 +275,83 @@ type inheritance struct {
 	timer   *time.Timer
 }
 
-// inherit starts an inheritance for source: keys are those of the messages
-// in the range up to last, of which unacked were not acked at the start.
-func (d *dispatcher) inherit(source string, keys map[string]bool, last uint64, unacked int) {
+// inherit starts an inheritance for consumer: keys are those of the
+// messages in the range up to last, of which unacked were not acked when
+// the pin was gained.
+func (d *dispatcher) inherit(consumer string, keys map[string]bool, last uint64, unacked int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.inh = &inheritance{source: source, keys: keys, last: last, unacked: unacked, back: map[uint64]bool{}}
-	d.inh.timer = time.AfterFunc(d.cfg.AckWait+d.inheritGrace, d.endInheritance)
+	if old := d.inhs[consumer]; old != nil {
+		old.timer.Stop()
+	}
+	inh := &inheritance{keys: keys, last: last, unacked: unacked, back: map[uint64]bool{}}
+	inh.timer = time.AfterFunc(d.cfg.AckWait+d.inheritGrace, func() { d.endInheritance(consumer, inh) })
+	d.inhs[consumer] = inh
 }
 
 // park holds j if an inheritance covers its key, and ends the inheritance
 // once every unacked message has come back; d.mu is held. It returns the
 // keys to put on the ready list.
 func (d *dispatcher) park(ks *keyState, j *job) (parked bool, ready []string) {
-	inh := d.inh
-	if inh == nil || j.src.name != inh.source || !inh.keys[j.key] {
+	inh := d.inhs[j.meta.Consumer]
+	if inh == nil {
 		return false, nil
+	}
+	if seq := j.meta.Sequence.Stream; seq <= inh.last {
+		inh.back[seq] = true
+	}
+	if !inh.keys[j.key] {
+		if len(inh.back) >= inh.unacked {
+			ready = d.unpark(j.meta.Consumer)
+		}
+		return false, ready
 	}
 	ks.held++
 	ks.parked = append(ks.parked, j)
 	d.jobs[j] = struct{}{}
-	if seq := j.meta.Sequence.Stream; seq <= inh.last && j.meta.NumDelivered > 1 {
-		inh.back[seq] = true
-	}
 	if len(inh.back) >= inh.unacked {
-		ready = d.unpark()
+		ready = d.unpark(j.meta.Consumer)
 	}
 	return true, ready
 }
 
-// endInheritance lets the parked messages go, the inheritance's time over.
-func (d *dispatcher) endInheritance() {
+// endInheritance lets the parked messages of inh go, its time over.
+func (d *dispatcher) endInheritance(consumer string, inh *inheritance) {
 	d.mu.Lock()
-	ready := d.unpark()
+	var ready []string
+	if d.inhs[consumer] == inh {
+		ready = d.unpark(consumer)
+	}
 	d.mu.Unlock()
 	for _, k := range ready {
 		d.makeReady(k)
 	}
 }
 
-// unpark ends the inheritance: each key's parked messages join its queue
-// in stream order; d.mu is held. It returns the keys to put on the ready list.
-func (d *dispatcher) unpark() (ready []string) {
-	if d.inh == nil {
+// unpark ends consumer's inheritance: each key's parked messages join its
+// queue in stream order; d.mu is held. It returns the keys to put on the
+// ready list.
+func (d *dispatcher) unpark(consumer string) (ready []string) {
+	inh := d.inhs[consumer]
+	if inh == nil {
 		return nil
 	}
-	d.inh.timer.Stop()
-	for k := range d.inh.keys {
+	inh.timer.Stop()
+	delete(d.inhs, consumer)
+	for k := range inh.keys {
 		ks := d.keys[k]
 		if ks == nil || len(ks.parked) == 0 {
 			continue
 		}
-		slices.SortStableFunc(ks.parked, func(a, b *job) int { return cmp.Compare(a.meta.Sequence.Stream, b.meta.Sequence.Stream) })
-		ks.queue = append(ks.queue, ks.parked...)
+		for _, j := range ks.parked {
+			ks.enqueue(j)
+		}
 		ks.parked = nil
 		if !ks.active {
 			ks.active = true
 			ready = append(ready, k)
 		}
 	}
-	d.inh = nil
 	return ready
 }
 
@@ -325,14 +369,15 @@ func (d *dispatcher) submit(j *job) {
 	d.mu.Lock()
 	ks := d.keys[j.key]
 	if ks == nil {
-		ks = &keyState{}
+		ks = &keyState{consumer: j.meta.Consumer}
 		d.keys[j.key] = ks
 	}
 	// A message back after a nak resumes its count of attempts; one this
 	// process has not nacked (a first delivery, or one after a restart)
 	// starts from 0.
 	j.attempts = ks.waiting[seq].attempts
-	if parked, ready := d.park(ks, j); parked {
+	parked, ready := d.park(ks, j)
+	if parked {
 		d.mu.Unlock()
 		d.in.Metrics.held.Inc()
 		for _, k := range ready {
@@ -340,6 +385,11 @@ func (d *dispatcher) submit(j *job) {
 		}
 		return
 	}
+	defer func() {
+		for _, k := range ready {
+			d.makeReady(k)
+		}
+	}()
 	// Nacked, a message comes back after about the time until its turn:
 	// the messages ahead of it in the key's line (held, and waiting with
 	// smaller sequences) times the recent time to apply one.
@@ -362,7 +412,7 @@ func (d *dispatcher) submit(j *job) {
 	}
 	delete(ks.waiting, seq) // back (if it was away), and its turn
 	ks.held++
-	ks.queue = append(ks.queue, j)
+	ks.enqueue(j)
 	d.jobs[j] = struct{}{}
 	activate := !ks.active
 	ks.active = true
@@ -395,11 +445,18 @@ func (d *dispatcher) release(j *job) {
 	d.in.Metrics.held.Dec()
 }
 
-// next takes the first queued job of a ready key.
+// next takes the first queued job of a ready key; nil if a hand-over
+// (release) took them all, the key then inactive.
 func (d *dispatcher) next(key string) *job {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ks := d.keys[key]
+	if ks == nil || len(ks.queue) == 0 {
+		if ks != nil {
+			ks.active = false
+		}
+		return nil
+	}
 	j := ks.queue[0]
 	ks.queue[0] = nil
 	ks.queue = ks.queue[1:]
@@ -419,14 +476,22 @@ func (d *dispatcher) done(j *job) (more bool) {
 	return more
 }
 
-// backingOff reports how long j's key still backs off after a failure, if
-// it does; j is then recorded as waiting, to be nacked for that long.
+// backingOff reports how long j's key still backs off after a failure, or
+// how long until an earlier message of the key that was nacked is due back
+// (j was queued before it was nacked: it must not overtake it once the
+// backoff is over), if either; j is then recorded as waiting, to be nacked
+// for that long.
 func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
 	if ks := d.keys[j.key]; ks != nil {
-		if left := ks.backoff.Sub(now); left > 0 {
+		seq := j.meta.Sequence.Stream
+		left := ks.backoff.Sub(now)
+		if first, due, ahead, ok := ks.firstWaiting(now, d.waitGrace(), seq); ok && first < seq {
+			left = max(left, due.Sub(now)+minOrderDelay, time.Duration(ahead)*d.applyTime(), minOrderDelay)
+		}
+		if left > 0 {
 			d.nacked(ks, j, now, left)
 			return left, true
 		}
@@ -475,6 +540,9 @@ func (d *dispatcher) work(ctx context.Context) {
 func (d *dispatcher) serve(ctx context.Context, key string) {
 	for !d.stopping() { // when stopping, stop nacks the queued jobs
 		j := d.next(key)
+		if j == nil {
+			return
+		}
 		d.handle(ctx, j)
 		if !d.done(j) {
 			return
@@ -544,6 +612,7 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 func (d *dispatcher) ack(j *job, outcome string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	j.acking.Store(true)
 	if err := j.msg.DoubleAck(ctx); err != nil {
 		d.in.Logger.Warn("ingress: ack not confirmed; the message may come again (and count as a duplicate)",
 			"subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream, "error", err)
@@ -584,7 +653,7 @@ func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
 // between publish and ack) is dropped by the dead-letter stream's duplicate
 // window.
 func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, cause error) error {
-	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.msg.Subject())
+	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.subject)
 	m.Data = j.msg.Data()
 	for k, vs := range j.msg.Headers() {
 		if strings.HasPrefix(k, "Nats-") {
@@ -599,7 +668,7 @@ func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, caus
 	}
 	m.Header.Set(HeaderStream, j.meta.Stream)
 	m.Header.Set(HeaderSequence, seq)
-	m.Header.Set(HeaderSubject, j.msg.Subject())
+	m.Header.Set(HeaderSubject, j.subject)
 	m.Header.Set(HeaderConsumer, j.meta.Consumer)
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
 	m.Header.Set(HeaderAttempts, strconv.FormatUint(j.attempts, 10))
@@ -644,7 +713,9 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 		d.mu.Lock()
 		held := make([]*job, 0, len(d.jobs))
 		for j := range d.jobs {
-			held = append(held, j)
+			if j.lease == nil || !j.lease.lost.Load() {
+				held = append(held, j)
+			}
 		}
 		now := time.Now()
 		for k, ks := range d.keys {

@@ -286,11 +286,12 @@ func TestDispatcherTransientFailureDefersKey(t *testing.T) {
 // fails it is nacked instead, never acked unrecorded.
 func TestDispatcherDeadLetters(t *testing.T) {
 	h := newHarness(t, Config{})
-	m := newFakeMsg("rewards.t-1.c-1.points", 7)
+	// Stored in partition 3; published on rewards.t-1.c-1.points.
+	m := newFakeMsg("partition.3.rewards.t-1.c-1.points", 7)
 	m.data = []byte(`{"points": "x"}`)
 	m.header.Set(nats.MsgIdHdr, "producer-1")
 	m.header.Set("Trace", "abc")
-	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: "k", dedupKey: "producer-1",
+	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: "k", dedupKey: "producer-1", subject: "rewards.t-1.c-1.points",
 		err: reject(ReasonInvalidPayload, errors.New("points must be an integer\nsecond line"))})
 	waitSettled(t, m)
 	if s, _ := m.state(); s != "ack" {
@@ -418,7 +419,7 @@ func TestDispatcherParksInheritedCustomers(t *testing.T) {
 	var log applyLog
 	applied := log.applied
 	// a5 and a7 were unacked, a6 acked; all three in the range up to 7.
-	h.d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 2)
+	h.d.inherit("C", map[string]bool{"points/a": true}, 7, 2)
 
 	a9 := newFakeMsg("a", 9) // never delivered before: comes first
 	h.submit(a9, "points/a", applied(a9))
@@ -455,7 +456,7 @@ func TestDispatcherEndsInheritanceAfterTheAckWait(t *testing.T) {
 	h.d.mu.Lock()
 	h.d.inheritGrace = 100 * time.Millisecond
 	h.d.mu.Unlock()
-	h.d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 2)
+	h.d.inherit("C", map[string]bool{"points/a": true}, 7, 2)
 	applied := func(context.Context) (string, error) { return OutcomeApplied, nil }
 	began := time.Now()
 	a9 := newFakeMsg("a", 9)
@@ -476,7 +477,7 @@ func TestDispatcherStopNacksParked(t *testing.T) {
 	d := newDispatcher(in, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.start(ctx)
-	d.inherit(SourcePoints, map[string]bool{"points/a": true}, 7, 1)
+	d.inherit("C", map[string]bool{"points/a": true}, 7, 1)
 	a9 := newFakeMsg("a", 9)
 	d.submit(&job{src: &source{name: SourcePoints}, msg: a9, meta: &a9.meta, key: "points/a",
 		apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})

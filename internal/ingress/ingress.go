@@ -15,7 +15,13 @@
 //     the reason in its headers and is then acked (Decide);
 //   - a customer's messages are handled one at a time in stream order
 //     (a pool of Workers takes the next customer with work), at most
-//     MaxPerCustomer held per customer and MaxAckPending per consumer.
+//     MaxPerCustomer held per customer and MaxAckPending per consumer;
+//   - any number of processes share the points stream: it is partitioned
+//     by customer (a subject transform, partition.go), each partition's
+//     consumer pinned to one process at a time (JetStream's pinned-client
+//     priority groups), the partitions balanced over the processes
+//     (balance.go, members.go), and a process that gains a partition waits,
+//     per customer, for what the previous holder left unacked (lanes.go).
 package ingress
 
 import (
@@ -24,14 +30,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/activities/router"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/temporalclient"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -67,11 +74,20 @@ type source struct {
 	prepare                       func(j *job)
 }
 
-// Run creates the streams and consumers that are missing, learns which point
-// events an earlier holder of the durable left unacked (inheritUnacked), and
-// consumes until ctx ends; then it stops taking messages, nacks those it has
-// not started and gives those in flight StopTimeout to finish. It returns an error only
-// when it could not start.
+// MinServerVersion is the oldest NATS server the points source runs on:
+// pinned-client priority groups came with 2.11 (stream subject transforms
+// with partition() with 2.10).
+const MinServerVersion = "2.11.0"
+
+// Run creates the streams and consumers that are missing, and consumes
+// until ctx ends; then it stops taking messages, nacks those it has not
+// started, gives those in flight StopTimeout to finish, and gives up the
+// partitions it holds. It returns an error only when it could not start.
+//
+// Point events are consumed by partition: a consumer per partition, pinned
+// to one process at a time, the partitions spread over the processes (see
+// points); event envelopes by one durable consumer that any number of
+// processes share.
 func (in *Ingress) Run(ctx context.Context) error {
 	cfg := in.Config.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -87,79 +103,126 @@ func (in *Ingress) Run(ctx context.Context) error {
 	if len(sources) == 0 {
 		return errors.New("ingress: no source to consume (points need a rewards client, events a platform)")
 	}
-	if err := in.ensureStreams(ctx, cfg, sources); err != nil {
+	var pointsSrc, eventsSrc *source
+	for _, s := range sources {
+		if s.name == SourcePoints {
+			pointsSrc = s
+		} else {
+			eventsSrc = s
+		}
+	}
+	if pointsSrc != nil {
+		if err := checkServerVersion(in.JS); err != nil {
+			return err
+		}
+	}
+	migrated, err := in.ensureStreams(ctx, cfg, sources)
+	if err != nil {
 		return err
 	}
-	consumers := make([]jetstream.Consumer, len(sources))
-	for i, s := range sources {
-		cons, err := in.JS.CreateOrUpdateConsumer(ctx, s.stream, jetstream.ConsumerConfig{
-			Durable:       s.durable,
-			Description:   "entityflow ingest: " + s.name,
+
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	procCtx, cancelProc := context.WithCancel(runCtx)
+	defer cancelProc()
+	d := newDispatcher(in, cfg)
+	var pts *points
+	if pointsSrc != nil {
+		if pts, err = in.startPoints(ctx, runCtx, cfg, d, pointsSrc, migrated[pointsSrc.stream]); err != nil {
+			return err
+		}
+	}
+	var events jetstream.Consumer
+	if eventsSrc != nil {
+		events, err = in.JS.CreateOrUpdateConsumer(ctx, eventsSrc.stream, jetstream.ConsumerConfig{
+			Durable:       eventsSrc.durable,
+			Description:   "entityflow ingest: " + eventsSrc.name,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.AckWait,
 			MaxAckPending: cfg.MaxAckPending,
 			MaxDeliver:    -1,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
-			FilterSubject: s.prefix + ".>",
+			FilterSubject: eventsSrc.prefix + ".>",
 		})
 		if err != nil {
-			return fmt.Errorf("ingress: consumer %s on stream %s: %w", s.durable, s.stream, err)
-		}
-		consumers[i] = cons
-	}
-
-	procCtx, cancelProc := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelProc()
-	d := newDispatcher(in, cfg)
-	for i, s := range sources {
-		if s.name == SourcePoints {
-			if err := in.inheritUnacked(ctx, d, s, consumers[i]); err != nil {
-				return err
-			}
+			return fmt.Errorf("ingress: consumer %s on stream %s: %w", eventsSrc.durable, eventsSrc.stream, err)
 		}
 	}
 	d.start(procCtx)
 
-	pull := min(cfg.MaxAckPending, max(2*cfg.Workers, 64))
-	var running []jetstream.ConsumeContext
-	stopConsuming := func() {
-		for _, cc := range running {
-			cc.Drain()
+	var eventsCC jetstream.ConsumeContext
+	stopEvents := func() {
+		if eventsCC == nil {
+			return
 		}
-		for _, cc := range running {
-			select {
-			case <-cc.Closed():
-			case <-time.After(5 * time.Second):
-			}
+		eventsCC.Drain()
+		select {
+		case <-eventsCC.Closed():
+		case <-time.After(5 * time.Second):
 		}
 	}
-	for i, s := range sources {
-		cc, err := consumers[i].Consume(func(m jetstream.Msg) { in.receive(d, s, m) },
+	if events != nil {
+		pull := min(cfg.MaxAckPending, max(2*cfg.Workers, 64))
+		eventsCC, err = events.Consume(func(m jetstream.Msg) { in.receive(d, eventsSrc, m, nil) },
 			jetstream.PullMaxMessages(pull),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				in.Logger.Warn("ingress: consuming", "source", s.name, "stream", s.stream, "error", err)
+				in.Logger.Warn("ingress: consuming", "source", eventsSrc.name, "stream", eventsSrc.stream, "error", err)
 			}))
 		if err != nil {
-			d.closeQuit()
-			stopConsuming()
 			d.stop(cfg.StopTimeout, cancelProc)
-			return fmt.Errorf("ingress: consuming %s: %w", s.stream, err)
+			return fmt.Errorf("ingress: consuming %s: %w", eventsSrc.stream, err)
 		}
-		running = append(running, cc)
-		go in.pollLag(procCtx, cfg, s, consumers[i])
+		go in.pollLag(procCtx, cfg, eventsSrc, events)
 	}
-	names := make([]string, len(sources))
-	for i, s := range sources {
-		names[i] = s.stream + "/" + s.durable
+	var balancing sync.WaitGroup
+	balanceCtx, stopBalancing := context.WithCancel(runCtx)
+	defer stopBalancing()
+	if pts != nil {
+		balancing.Go(func() { pts.run(balanceCtx) })
+	}
+	var names []string
+	if pts != nil {
+		names = append(names, fmt.Sprintf("%s/%s-{0..%d}", pointsSrc.stream, pointsSrc.durable, cfg.Partitions-1))
+	}
+	if eventsSrc != nil {
+		names = append(names, eventsSrc.stream+"/"+eventsSrc.durable)
 	}
 	in.Logger.Info("ingress consuming", "consumers", names, "dead_letters", cfg.DeadLetterStream,
-		"workers", cfg.Workers, "max_ack_pending", cfg.MaxAckPending, "max_per_customer", cfg.MaxPerCustomer)
+		"workers", cfg.Workers, "max_ack_pending", cfg.MaxAckPending, "max_per_customer", cfg.MaxPerCustomer,
+		"partitions", cfg.Partitions, "pin_ttl", cfg.PinnedTTL)
 
 	<-ctx.Done()
-	in.Logger.Info("ingress stopping: nacking queued messages, waiting for those in flight", "timeout", cfg.StopTimeout)
+	in.Logger.Info("ingress stopping: giving up the partitions, nacking queued messages, waiting for those in flight", "timeout", cfg.StopTimeout)
+	stopBalancing()
+	balancing.Wait()
 	d.closeQuit()
-	stopConsuming()
+	if pts != nil {
+		pts.stop()
+	}
+	stopEvents()
 	d.stop(cfg.StopTimeout, cancelProc)
+	if pts != nil {
+		pts.wait()
+	}
+	return nil
+}
+
+// checkServerVersion refuses a NATS server too old for the points source.
+func checkServerVersion(js jetstream.JetStream) error {
+	return serverVersionOK(js.Conn().ConnectedServerVersion(), js.Conn().ConnectedUrlRedacted())
+}
+
+// serverVersionOK refuses version, of the NATS server at url, if it is older
+// than MinServerVersion.
+func serverVersionOK(version, url string) error {
+	ok, err := temporalclient.VersionAtLeast(version, MinServerVersion)
+	if err != nil {
+		return fmt.Errorf("ingress: NATS server version: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("ingress: the NATS server at %s runs %s; the ingress needs %s or later (pinned-client priority groups, subject transforms with partition())",
+			url, version, MinServerVersion)
+	}
 	return nil
 }
 
@@ -179,12 +242,15 @@ func (in *Ingress) sources(cfg Config) []*source {
 }
 
 // ensureStreams creates the streams that are missing, and adds to existing
-// ones the subjects they lack; their other settings are the operator's.
-func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*source) error {
+// ones the subjects they lack and the points stream's partitioning (its
+// subject transform); their other settings are the operator's. It returns
+// the streams it partitioned just now.
+func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*source) (migrated map[string]bool, err error) {
 	type want struct {
-		subjects []string
-		maxAge   time.Duration
-		dups     time.Duration
+		subjects  []string
+		maxAge    time.Duration
+		dups      time.Duration
+		transform *jetstream.SubjectTransformConfig
 	}
 	streams := map[string]*want{cfg.DeadLetterStream: {subjects: []string{cfg.DeadLetterPrefix + ".>"}, maxAge: cfg.DeadLetterMaxAge}}
 	order := []string{cfg.DeadLetterStream}
@@ -196,35 +262,46 @@ func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*sou
 			order = append(order, s.stream)
 		}
 		w.subjects = append(w.subjects, s.prefix+".>")
-	}
-	for _, name := range order {
-		w := streams[name]
-		if err := ensureStream(ctx, in.JS, jetstream.StreamConfig{
-			Name: name, Subjects: w.subjects, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
-			MaxAge: w.maxAge, Duplicates: w.dups, Description: "entityflow ingest",
-		}); err != nil {
-			return err
+		if s.name == SourcePoints {
+			w.transform = pointsTransform(s.prefix, cfg.Partitions)
 		}
 	}
-	return nil
+	migrated = map[string]bool{}
+	for _, name := range order {
+		w := streams[name]
+		m, err := ensureStream(ctx, in.JS, jetstream.StreamConfig{
+			Name: name, Subjects: w.subjects, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+			MaxAge: w.maxAge, Duplicates: w.dups, Description: "entityflow ingest", SubjectTransform: w.transform,
+		}, cfg.PointsPrefix)
+		if err != nil {
+			return nil, err
+		}
+		if m {
+			in.Logger.Info("ingress: partitioned the points stream (its subject transform)", "stream", name,
+				"transform", w.transform.Source+" -> "+w.transform.Destination)
+			migrated[name] = true
+		}
+	}
+	return migrated, nil
 }
 
 // ensureStream creates the stream cfg describes if it is missing, or adds
-// the subjects of cfg it lacks.
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+// the subjects of cfg it lacks and its subject transform (partitioning the
+// points stream: migrated). A stream with another transform is refused.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, pointsPrefix string) (migrated bool, err error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return ensureStream(ctx, js, cfg) // created meanwhile by another ingress
+			return ensureStream(ctx, js, cfg, pointsPrefix) // created meanwhile by another ingress
 		}
 		if err != nil {
-			return fmt.Errorf("ingress: creating stream %s (%v): %w", cfg.Name, cfg.Subjects, err)
+			return false, fmt.Errorf("ingress: creating stream %s (%v): %w", cfg.Name, cfg.Subjects, err)
 		}
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("ingress: stream %s: %w", cfg.Name, err)
+		return false, fmt.Errorf("ingress: stream %s: %w", cfg.Name, err)
 	}
 	have := s.CachedInfo().Config
 	var missing []string
@@ -233,19 +310,40 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 			missing = append(missing, sub)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	if want := cfg.SubjectTransform; want != nil && have.SubjectTransform != nil && *have.SubjectTransform != *want {
+		n, ours := transformPartitions(have.SubjectTransform, pointsPrefix)
+		if ours {
+			return false, fmt.Errorf("ingress: stream %s keeps its point events in %d partitions, not %d: set -ingest-partitions %d "+
+				"(to change the number, stop the producers, let the ingress drain the stream, and delete the stream or its subject transform)",
+				cfg.Name, n, mustPartitions(want, pointsPrefix), n)
+		}
+		return false, fmt.Errorf("ingress: stream %s has a subject transform of its own (%s -> %s): the ingress partitions the stream by customer with one (%s -> %s) and cannot have both",
+			cfg.Name, have.SubjectTransform.Source, have.SubjectTransform.Destination, want.Source, want.Destination)
+	}
+	migrated = cfg.SubjectTransform != nil && have.SubjectTransform == nil
+	if len(missing) == 0 && !migrated {
+		return false, nil
 	}
 	have.Subjects = append(have.Subjects, missing...)
-	if _, err := js.UpdateStream(ctx, have); err != nil {
-		return fmt.Errorf("ingress: adding subjects %v to stream %s: %w", missing, cfg.Name, err)
+	if migrated {
+		have.SubjectTransform = cfg.SubjectTransform
 	}
-	return nil
+	if _, err := js.UpdateStream(ctx, have); err != nil {
+		return false, fmt.Errorf("ingress: adding subjects %v and subject transform %v to stream %s: %w", missing, have.SubjectTransform, cfg.Name, err)
+	}
+	return migrated, nil
+}
+
+// mustPartitions reads the partitions of a transform pointsTransform made.
+func mustPartitions(tr *jetstream.SubjectTransformConfig, prefix string) int {
+	n, _ := transformPartitions(tr, prefix)
+	return n
 }
 
 // receive is the consumers' callback: it reads the message, prepares its
-// job and hands it to the dispatcher.
-func (in *Ingress) receive(d *dispatcher, s *source, m jetstream.Msg) {
+// job and hands it to the dispatcher. ls is the partition's pin it came
+// under; nil for envelopes.
+func (in *Ingress) receive(d *dispatcher, s *source, m jetstream.Msg, ls *lease) {
 	meta, err := m.Metadata()
 	if err != nil {
 		in.Logger.Error("ingress: a message without JetStream metadata; terminated", "subject", m.Subject(), "error", err)
@@ -253,17 +351,46 @@ func (in *Ingress) receive(d *dispatcher, s *source, m jetstream.Msg) {
 		return
 	}
 	in.Metrics.consumed.WithLabelValues(s.name).Inc()
-	in.Metrics.pending.WithLabelValues(s.name).Set(float64(meta.NumPending))
-	j := &job{src: s, msg: m, meta: meta, key: s.name + "/" + m.Subject()}
+	j := &job{src: s, msg: m, meta: meta, key: s.name + "/" + m.Subject(), subject: m.Subject(), lease: ls}
+	if s.name == SourcePoints {
+		j.subject, _ = PublishedSubject(m.Subject())
+	} else {
+		in.Metrics.pending.WithLabelValues(s.name).Set(float64(meta.NumPending))
+	}
 	s.prepare(j)
+	if in.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		traceJob(in.Logger, j)
+	}
 	d.submit(j)
+}
+
+// traceJob logs, at debug level, the message's arrival and its handling's
+// start and end.
+func traceJob(log *slog.Logger, j *job) {
+	pin := ""
+	if j.lease != nil {
+		pin = j.lease.pin
+	}
+	log = log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream, "deliveries", j.meta.NumDelivered,
+		"consumer", j.meta.Consumer, "pin", pin, "dedup_key", j.dedupKey)
+	log.Debug("ingress: received")
+	apply := j.apply
+	if apply == nil {
+		return
+	}
+	j.apply = func(ctx context.Context) (string, error) {
+		log.Debug("ingress: applying")
+		outcome, err := apply(ctx)
+		log.Debug("ingress: applied", "outcome", outcome, "error", err)
+		return outcome, err
+	}
 }
 
 // preparePoint reads a point event: its tenant and customer from the
 // subject, the event from the body, the dedup key (DedupKey); anything
 // wrong is a Rejection, dead-lettered without reaching Temporal.
 func (in *Ingress) preparePoint(cfg Config, j *job) {
-	tenant, customer, err := ParsePointsSubject(cfg.PointsPrefix, j.msg.Subject())
+	tenant, customer, err := ParsePointsSubject(cfg.PointsPrefix, j.subject)
 	if err != nil {
 		j.err = reject(ReasonInvalidSubject, err)
 		return
@@ -375,67 +502,66 @@ func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jets
 // maxInherited bounds the stream range inheritUnacked reads.
 const maxInherited = 1_000_000
 
-// inheritUnacked reads, before consuming, the subjects of the messages of
-// source an earlier holder of the durable consumer (a process killed or cut
-// off) may have left unacked, those between the consumer's ack floor and
-// its last delivered sequence, and starts the dispatcher's inheritance over
-// them, so that a restart keeps every customer's order. Only headers are read.
-func (in *Ingress) inheritUnacked(ctx context.Context, d *dispatcher, s *source, cons jetstream.Consumer) error {
-	info, err := cons.Info(ctx)
+// inheritUnacked reads, when this process gains lane l's pin, the subjects
+// of the messages an earlier holder (a process that gave the partition up,
+// was killed or cut off) may have left unacked, those between the
+// consumer's ack floor and its last delivered sequence, and starts the
+// dispatcher's inheritance over them, so that a hand-over keeps every
+// customer's order. Only headers are read.
+// It returns how many messages were unacked and how many customers wait.
+func (r *points) inheritUnacked(ctx context.Context, l *lane) (unacked, customers int, err error) {
+	info, err := l.cons.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("ingress: consumer %s on stream %s: %w", s.durable, s.stream, err)
+		return 0, 0, fmt.Errorf("ingress: consumer %s on stream %s: %w", l.durable, r.src.stream, err)
 	}
 	floor, last := info.AckFloor.Stream, info.Delivered.Stream
 	if info.NumAckPending == 0 || last <= floor {
-		return nil
+		return 0, 0, nil
 	}
 	if last-floor > maxInherited {
-		in.Logger.Warn("ingress: too many messages of a predecessor to read; order after the restart kept for the first ones only",
-			"source", s.name, "ack_floor", floor, "delivered", last, "read", maxInherited)
+		r.in.Logger.Warn("ingress: too many messages of a predecessor to read; order after the hand-over kept for the first ones only",
+			"consumer", l.durable, "ack_floor", floor, "delivered", last, "read", maxInherited)
 		last = floor + maxInherited
 	}
 	began := time.Now()
-	oc, err := in.JS.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.prefix + ".>"}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+	oc, err := r.in.JS.OrderedConsumer(ctx, r.src.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.filter}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: floor + 1, HeadersOnly: true,
 	})
 	if err != nil {
-		return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+		return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
+	}
+	defer it.Stop()
 	keys := map[string]bool{}
 	read := 0
-	for done := false; !done; {
-		batch, err := oc.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+	for {
+		// Each message says how many the filter holds after it: the read
+		// stops at the last delivery or the stream's end, never waiting
+		// for new messages (but for a range gone meanwhile: ctx).
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			if meta.Sequence.Stream > last {
-				done = true
-				continue
-			}
-			keys[s.name+"/"+m.Subject()] = true
-			read++
-			done = done || meta.Sequence.Stream == last
+		meta, err := m.Metadata()
+		if err != nil {
+			return 0, 0, fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", r.src.stream, err)
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("ingress: reading the unacked messages of stream %s: %w", s.stream, err)
+		if meta.Sequence.Stream > last {
+			break
 		}
-		if n == 0 && !done { // the rest of the range is gone from the stream (its limits)
-			in.Logger.Warn("ingress: the stream ended before the predecessor's last delivery; read what there was",
-				"source", s.name, "delivered", last, "read", read)
-			done = true
+		keys[r.src.name+"/"+m.Subject()] = true
+		read++
+		if meta.Sequence.Stream == last || meta.NumPending == 0 {
+			break
 		}
 	}
-	d.inherit(s.name, keys, last, info.NumAckPending)
-	in.Logger.Info("ingress: a predecessor left messages unacked; their customers wait for them, up to an ack wait",
-		"source", s.name, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", read,
+	r.d.inherit(l.durable, keys, last, info.NumAckPending)
+	r.in.Logger.Debug("ingress: messages of the partition may be unacked by its previous holder; their customers wait for them, up to an ack wait",
+		"consumer", l.durable, "ack_floor", floor, "delivered", last, "unacked", info.NumAckPending, "read", read,
 		"customers", len(keys), "took", time.Since(began).Round(time.Millisecond))
-	return nil
+	return info.NumAckPending, len(keys), nil
 }

@@ -40,6 +40,11 @@ type Metrics struct {
 	lag *prometheus.HistogramVec
 	// held is the messages the process holds (queued or in flight).
 	held prometheus.Gauge
+	// partitions is the points partitions the process holds.
+	partitions prometheus.Gauge
+	// partitionChanges counts the partitions the process gained, released
+	// (gave up: balance, shutdown) and lost (expired or taken).
+	partitionChanges *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: none).
@@ -55,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ingest_dead_lettered_total", Help: "Messages published to the dead-letter stream, by reason.",
 		}, []string{"source", "reason"}),
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ingest_retried_total", Help: "Messages nacked for redelivery, by reason: transient, unexplained, deferred, shutdown.",
+			Name: "ingest_retried_total", Help: "Messages nacked for redelivery, by reason: transient, unexplained, deferred, shutdown, handover.",
 		}, []string{"source", "reason"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ingest_consumer_pending_messages", Help: "Consumer lag: messages in the stream not yet delivered to the ingress.",
@@ -70,9 +75,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ingest_held_messages", Help: "Messages the ingress holds, queued or in flight.",
 		}),
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingest_partitions_held", Help: "Partitions of the points stream this process holds (their consumers pinned to it).",
+		}),
+		partitionChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingest_partition_changes_total", Help: "Partitions this process gained, released (balance, shutdown) or lost (pin expired or taken).",
+		}, []string{"change"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.consumed, m.handled, m.deadLettered, m.retried, m.pending, m.ackPending, m.lag, m.held)
+		reg.MustRegister(m.consumed, m.handled, m.deadLettered, m.retried, m.pending, m.ackPending, m.lag, m.held,
+			m.partitions, m.partitionChanges)
 	}
 	return m
 }

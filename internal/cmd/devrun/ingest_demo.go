@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,32 +18,60 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/natsserver"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 )
 
-// localNATS is where devrun looks for a NATS server when NATS_URL is unset.
-const localNATS = "127.0.0.1:4222"
+// localNATS is where devrun runs its own NATS server (bin/nats-server, state
+// in data/nats) when NATS_URL is unset: not 4222, where an older server a
+// system package started may listen.
+const localNATS = "127.0.0.1:4223"
 
 // ingestURL returns the NATS server the worker's ingress should consume
-// from, or "" to run without it: NATS_URL if set, else the local server if
-// one listens; INGEST_ENABLED=false turns the ingress off.
-func ingestURL(getenv func(string) string, listening func(string) bool) (string, error) {
+// from, or "" to run without it (INGEST_ENABLED=false): NATS_URL if set,
+// else the local server, which start says devrun starts unless one listens
+// there already.
+func ingestURL(getenv func(string) string, listening func(string) bool) (url string, start bool, err error) {
 	if v := getenv("INGEST_ENABLED"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return "", fmt.Errorf("INGEST_ENABLED=%q: want true or false", v)
+			return "", false, fmt.Errorf("INGEST_ENABLED=%q: want true or false", v)
 		}
 		if !on {
-			return "", nil
+			return "", false, nil
 		}
 	}
 	if url := getenv("NATS_URL"); url != "" {
-		return url, nil
+		return url, false, nil
 	}
-	if listening(localNATS) {
-		return "nats://" + localNATS, nil
+	return "nats://" + localNATS, !listening(localNATS), nil
+}
+
+// startNATS starts bin/nats-server with JetStream on localNATS, its state in
+// data/nats, which a second `make run` reuses.
+func startNATS() (*exec.Cmd, error) {
+	bin, err := natsserver.Binary()
+	if err != nil {
+		return nil, err
 	}
-	return "", nil
+	args, err := natsserver.Args(localNATS, filepath.Join(dataDir, "nats"))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("starting the NATS server (%s) on %s, state in %s/nats\n", bin, localNATS, dataDir)
+	cmd, err := startChild("nats", bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !listening(localNATS) {
+		if time.Now().After(deadline) {
+			stopAll([]*exec.Cmd{cmd})
+			return nil, errors.New("the NATS server did not start listening within 15 s; see data/nats.log")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, nil
 }
 
 // The demo's customer and keys are fixed, so a second `make run` shows

@@ -1,9 +1,10 @@
 // Command devrun is what `make run` runs: it uses the Temporal server named by
 // TEMPORAL_ADDRESS, or one already listening on 127.0.0.1:7233, or starts the
 // Temporal CLI's dev server with SQLite persistence under ./data and its Web UI on
-// 127.0.0.1:8233; then it starts the worker (with the bus ingress when
-// NATS_URL is set or a NATS server listens on 127.0.0.1:4222; the worker and
-// the demo's publisher both take the NATS_* TLS and credential settings of the
+// 127.0.0.1:8233; then it starts the worker with the bus ingress (on the
+// NATS server of NATS_URL, else on bin/nats-server, which it starts on
+// 127.0.0.1:4223 unless one listens there; the worker and the demo's
+// publisher both take the NATS_* TLS and credential settings of the
 // environment, ingress.SecurityFromEnv) and the HTTP
 // API (starter serve, on HTTP_ADDR or 127.0.0.1:8080), creates a demo API key (tenant default,
 // every scope) and prints it, plays a short demo, prints what happened,
@@ -96,7 +97,7 @@ func run() error {
 		children = append(children, srv)
 	}
 
-	natsURL, err := ingestURL(os.Getenv, listening)
+	natsURL, startNats, err := ingestURL(os.Getenv, listening)
 	if err != nil {
 		return err
 	}
@@ -108,12 +109,19 @@ func run() error {
 			return fmt.Errorf("NATS settings (NATS_*): %w", err)
 		}
 	}
+	if startNats {
+		nats, err := startNATS()
+		if err != nil {
+			return err
+		}
+		children = append(children, nats)
+	}
 	workerArgs := []string{"-address", address, "-deployment-name", rollout.DefaultDeployment, "-build-id", devBuildID, "-ingest=false"}
 	if natsURL != "" {
 		workerArgs = append(workerArgs, "-ingest", "-nats-url", natsURL)
 		fmt.Printf("the worker consumes from NATS JetStream at %s (the bus ingress; INGEST_ENABLED=false turns it off)\n", natsURL)
 	} else {
-		fmt.Printf("no NATS server (NATS_URL unset, none on %s): the worker runs without the bus ingress\n", localNATS)
+		fmt.Println("INGEST_ENABLED=false: the worker runs without the bus ingress")
 	}
 	worker, err := startChild("worker", filepath.Join("bin", "worker"), workerArgs...)
 	if err != nil {

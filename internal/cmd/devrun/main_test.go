@@ -164,20 +164,21 @@ func TestIngestURL(t *testing.T) {
 		env       map[string]string
 		listening bool
 		want      string
+		start     bool
 		wantErr   bool
 	}{
-		{name: "local server", listening: true, want: "nats://127.0.0.1:4222"},
-		{name: "no server", want: ""},
+		{name: "its own server, running", listening: true, want: "nats://127.0.0.1:4223"},
+		{name: "its own server, to start", want: "nats://127.0.0.1:4223", start: true},
 		{name: "NATS_URL", env: map[string]string{"NATS_URL": "nats://bus:4222"}, want: "nats://bus:4222"},
 		{name: "turned off", env: map[string]string{"INGEST_ENABLED": "false", "NATS_URL": "nats://bus:4222"}, listening: true, want: ""},
-		{name: "turned on, no server", env: map[string]string{"INGEST_ENABLED": "true"}, want: ""},
+		{name: "turned on", env: map[string]string{"INGEST_ENABLED": "true"}, want: "nats://127.0.0.1:4223", start: true},
 		{name: "bad switch", env: map[string]string{"INGEST_ENABLED": "maybe"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ingestURL(func(k string) string { return tt.env[k] }, func(string) bool { return tt.listening })
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Fatalf("ingestURL = %q, %v; want %q, error %v", got, err, tt.want, tt.wantErr)
+			got, start, err := ingestURL(func(k string) string { return tt.env[k] }, func(string) bool { return tt.listening })
+			if (err != nil) != tt.wantErr || got != tt.want || start != tt.start {
+				t.Fatalf("ingestURL = %q, %v, %v; want %q, %v, error %v", got, start, err, tt.want, tt.start, tt.wantErr)
 			}
 		})
 	}

@@ -2,336 +2,120 @@ package ingest_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"os/exec"
-	"path/filepath"
-	"slices"
-	"sort"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/entityflow/entityflow/internal/devserver"
-	"github.com/entityflow/entityflow/internal/ingress"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/testenv"
-	"github.com/entityflow/entityflow/workflows"
 )
 
-// freeAddress returns a loopback address with a port nobody listens on.
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
-// proc is a worker process the test started; it dies with the test binary.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startProc(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.signal(syscall.SIGKILL) })
-	return p
-}
-
-// signal sends sig and waits for the process to end.
-func (p *proc) signal(sig syscall.Signal) {
-	_ = p.cmd.Process.Signal(sig)
-	<-p.done
-}
-
-// scrape reads the metric families of a /metrics endpoint; nil while it
-// does not answer.
-func scrape(addr string) []*dto.MetricFamily {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	byName, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil
-	}
-	families := make([]*dto.MetricFamily, 0, len(byName))
-	for _, f := range byName {
-		families = append(families, f)
-	}
-	return families
-}
-
-// has reports whether families holds one named name.
-func has(families []*dto.MetricFamily, name string) bool {
-	return slices.ContainsFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name })
-}
-
-// handledIn sums ingest_handled_total of the points source in a scrape.
-func handledIn(families []*dto.MetricFamily) float64 {
-	var n float64
-	for _, o := range []string{ingress.OutcomeApplied, ingress.OutcomeDuplicate, ingress.OutcomeDeadLettered} {
-		n += sum(families, "ingest_handled_total", map[string]string{"outcome": o, "source": ingress.SourcePoints})
-	}
-	return n
-}
-
-// 10,000 point events over 200 customers of two tenants, every one published
-// twice (the second copy after JetStream's duplicate window, with the same
-// Nats-Msg-Id or, for events with a key of their own, another one or none),
-// but for one event per customer that has no key at all (its stream sequence
-// is its key) and is published once; poison messages among them. The
-// ingress runs as its own process (worker -task-queues none -ingest), the
-// entities in another; a third of the way through, the ingress is killed
-// with SIGKILL (acks of the work it had in flight lost, updates perhaps
-// applied and unacked) and started again on the same durable consumer.
-// Every entity ends with exactly its distinct events, applied in order (each
-// customer's last event redeems its whole balance); the dead-letter stream
-// holds the poison messages only; the restarted process's /metrics shows the
-// ingress's series. The time to catch up after the restart is logged.
+// The 10,000-event mix and one customer's 200 ordered messages (workload)
+// on three ingress processes (worker -task-queues none -ingest) sharing one
+// points stream's 8 partitions, the entities in another process; a third
+// of the way through, one of them, holding partitions, is killed with
+// SIGKILL (acks of the work it had in flight lost, updates perhaps applied
+// and unacked). The other two take its partitions once its pins expire
+// (2 s here) and wait, per customer, for what it left unacked (ack wait 5 s
+// here). Every entity ends with exactly its distinct events, applied in the
+// order published; the dead-letter stream holds the poison messages only.
+// The hand-over (from the kill to the first ack of each partition the killed
+// process held) and the time to drain are logged.
 func TestIngressSIGKILLedMidStream(t *testing.T) {
-	_, js := natsJetStream(t)
+	url, js := natsJetStream(t)
 	srv := devserver.ForTest(t, devserver.Options{})
-	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	e := &env{t: t, js: js, cfg: testConfig()}
+	e := &env{t: t, natsURL: url, js: js, cfg: testConfig()}
 	e.deleteStreamsAtEnd()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	c := srv.Client()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
+	f := newFleet(t, e, srv, testLoad...)
+	unenrollGone(t, ctx, c, rc)
 
-	common := []string{"-address", srv.FrontendHostPort(), "-log-level", "error"}
-	startProc(t, bin, append(common, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
-		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)...)
-	const ackWait = 5 * time.Second
-	ingestArgs := append(common, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
-		"-task-queues", "none", "-ingest", "-nats-url", natsURL(),
-		"-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
-		"-ingest-events-stream", "off", "-ingest-dead-letter-stream", e.cfg.DeadLetterStream,
-		"-ingest-dead-letter-prefix", e.cfg.DeadLetterPrefix, "-ingest-stream-duplicates", "1s",
-		"-ingest-ack-wait", ackWait.String(), "-ingest-tenants", "default,t-2")
-	startIngest := func() (*proc, string) {
-		addr := freeAddress(t)
-		p := startProc(t, bin, append(ingestArgs, "-metrics-addr", addr)...)
-		waitFor(t, "the ingress's streams and /metrics", time.Minute, func() (bool, error) {
-			if !has(scrape(addr), "ingest_held_messages") {
+	procs := []*ingressProc{f.start("a"), f.start("b"), f.start("c")}
+	acked := watchAcks(t, url, e.cfg.PointsStream)
+	w := newWorkload(t, e.cfg.PointsPrefix)
+	published := time.Now()
+	w.publishAll(t, e, 0)
+	total := w.total()
+	t.Logf("published %d messages (%d events of %d customers, %d poison) in %v", total,
+		mixCustomers*mixPerCustomer+soloEvents, len(w.customers), len(w.poison), time.Since(published).Round(time.Millisecond))
+
+	waitFor(t, "a third of the messages handled, each process holding partitions", 5*time.Minute, func() (bool, error) {
+		for _, p := range procs {
+			if p.partitionsHeld() < 1 {
 				return false, nil
 			}
-			_, err := js.Stream(ctx, e.cfg.PointsStream)
-			return err == nil, nil
-		})
-		return p, addr
-	}
-
-	// A customer who unenrolled before the stream reaches them.
-	gone := rc.For("default")
-	if _, err := gone.ApplyPoints(ctx, "gone", workflows.PointEvent{DedupKey: "g-1", Points: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := gone.Unenroll(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.GetWorkflow(ctx, workflows.RewardsWorkflowID("gone"), "").Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-
-	first, firstAddr := startIngest()
-
-	const customers, perCustomer = 200, 50 // the last one a redemption
-	tenantOf := func(c int) string {
-		if c%4 == 0 {
-			return "t-2"
 		}
-		return "default"
-	}
-	customer := func(c int) string { return fmt.Sprintf("k-%03d", c) }
-	subject := func(c int) string { return ingress.PointsSubject(e.cfg.PointsPrefix, tenantOf(c), customer(c)) }
-	type message struct {
-		subject string
-		body    []byte
-		msgID   [2]string // per copy
-		once    bool
-	}
-	var msgs []message
-	sums := make([]int64, customers)
-	for i := range perCustomer - 1 {
-		for c := range customers {
-			n := i*customers + c
-			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%9 + 1), SourceID: fmt.Sprint(n)}
-			sums[c] += ev.Points
-			m := message{subject: subject(c)}
-			switch {
-			case i == perCustomer/2: // no key at all: its stream sequence is its key
-				m.once = true
-			case n%3 == 0: // its own key; the copies have different Nats-Msg-Ids
-				ev.DedupKey = fmt.Sprintf("d-%d", n)
-				m.msgID = [2]string{fmt.Sprintf("a-%d", n), fmt.Sprintf("b-%d", n)}
-			case n%3 == 1: // no key of its own: the Nats-Msg-Id is the key
-				m.msgID = [2]string{fmt.Sprintf("m-%d", n), fmt.Sprintf("m-%d", n)}
-			default: // its own key, no Nats-Msg-Id
-				ev.DedupKey = fmt.Sprintf("d-%d", n)
-			}
-			m.body = mustJSON(t, ev)
-			msgs = append(msgs, m)
-		}
-	}
-	for c := range customers { // redeem everything: refused unless every earlier event came first
-		ev := workflows.PointEvent{DedupKey: "redeem-" + customer(c), Activity: "redeem", Points: -sums[c]}
-		msgs = append(msgs, message{subject: subject(c), body: mustJSON(t, ev)})
-	}
-	poison := []struct {
-		subject, body, msgID, reason string
-	}{
-		{subject(1), `{"points": 5`, "p-json", ingress.ReasonInvalidPayload},
-		{subject(2), `{"dedup_key": "z", "points": 0}`, "p-zero", ingress.ReasonInvalidPayload},
-		{subject(3), `{"points": 5, "colour": "red"}`, "p-field", ingress.ReasonInvalidPayload},
-		{e.cfg.PointsPrefix + ".default.points", `{"points": 5}`, "p-subject", ingress.ReasonInvalidSubject},
-		{ingress.PointsSubject(e.cfg.PointsPrefix, "t-9", customer(1)), `{"points": 5}`, "p-tenant", ingress.ReasonUnknownTenant},
-		{subject(0), `{"dedup_key": "d-0", "points": 99}`, "p-reused", ingress.ReasonKeyReused},
-		{subject(5), `{"dedup_key": "overdraw", "points": -100000}`, "p-overdraw", ingress.ReasonInvalidEvent},
-		{ingress.PointsSubject(e.cfg.PointsPrefix, "default", "gone"), `{"dedup_key": "g-2", "points": 5}`, "p-gone", ingress.ReasonNotEnrolled},
-	}
-
-	published := time.Now()
-	var total int
-	publishAll := func(copyIndex int) {
-		var futures []jetstream.PubAckFuture
-		for _, m := range msgs {
-			if m.once && copyIndex == 1 {
-				continue
-			}
-			nm := nats.NewMsg(m.subject)
-			nm.Data = m.body
-			if id := m.msgID[copyIndex]; id != "" {
-				nm.Header.Set(nats.MsgIdHdr, id)
-			}
-			f, err := js.PublishMsgAsync(nm)
-			if err != nil {
-				t.Fatalf("publishing: %v", err)
-			}
-			futures = append(futures, f)
-			total++
-		}
-		for _, f := range futures {
-			select {
-			case ack := <-f.Ok():
-				if ack.Duplicate {
-					t.Fatalf("JetStream dropped %s (Nats-Msg-Id %q) as a duplicate", f.Msg().Subject, f.Msg().Header.Get(nats.MsgIdHdr))
-				}
-			case err := <-f.Err():
-				t.Fatalf("publishing %s: %v", f.Msg().Subject, err)
-			}
-		}
-	}
-	publishAll(0)
-	for _, p := range poison {
-		e.publish(p.subject, []byte(p.body), p.msgID)
-		total++
-	}
-	time.Sleep(1500 * time.Millisecond) // past the duplicate window of 1 s
-	publishAll(1)
-	t.Logf("published %d messages (%d events, %d poison) in %v", total, customers*perCustomer, len(poison), time.Since(published).Round(time.Millisecond))
-
-	waitFor(t, "a third of the messages handled", 5*time.Minute, func() (bool, error) {
-		return handledIn(scrape(firstAddr)) >= float64(total/3), nil
+		return f.handled() >= float64(total/3), nil
 	})
-	before := scrape(firstAddr)
-	sinceStart := time.Since(published)
-	first.signal(syscall.SIGKILL)
-	killedAt := time.Now()
-	cons, err := js.Consumer(ctx, e.cfg.PointsStream, e.cfg.PointsDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("SIGKILL after %v messages handled (%.0f/s); %d not yet delivered, %d delivered and unacked",
-		handledIn(before), handledIn(before)/sinceStart.Seconds(), info.NumPending, info.NumAckPending)
-
-	second, secondAddr := startIngest()
-	restarted := time.Now()
-	var firstAck time.Duration
-	waitFor(t, "the backlog drained", 6*time.Minute, func() (bool, error) {
-		if firstAck == 0 && handledIn(scrape(secondAddr)) > 0 {
-			firstAck = time.Since(restarted)
-		}
+	victim := procs[1]
+	pins := map[string]string{}
+	for _, cons := range e.partitionConsumers(ctx) {
 		info, err := cons.Info(ctx)
-		if err != nil {
-			return false, err
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, nil
-	})
-	drained := time.Since(restarted)
-	after := scrape(secondAddr)
-	t.Logf("restarted %v after the kill; first ack %v after the restart; backlog of %d drained in %v (ack wait %v: what the killed process held came again after it); the restarted process handled %v (%.0f/s)",
-		restarted.Sub(killedAt).Round(time.Millisecond), firstAck.Round(time.Millisecond), info.NumPending+uint64(info.NumAckPending),
-		drained.Round(time.Millisecond), ackWait, handledIn(after), handledIn(after)/drained.Seconds())
-
-	for _, name := range []string{"ingest_consumed_total", "ingest_handled_total", "ingest_consumer_pending_messages", "ingest_lag_seconds", "temporal_request"} {
-		if !has(after, name) {
-			t.Errorf("the worker's /metrics lacks %s", name)
-		}
-	}
-
-	for cu := range customers {
-		st, err := rc.For(tenantOf(cu)).Status(ctx, customer(cu))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Points != 0 || st.LifetimePoints != sums[cu] || st.EventCount != perCustomer {
-			t.Errorf("%s/%s: points %d, lifetime %d, events %d; want 0, %d, %d",
-				tenantOf(cu), customer(cu), st.Points, st.LifetimePoints, st.EventCount, sums[cu], perCustomer)
+		if len(info.PriorityGroups) == 1 {
+			pins[info.Name] = info.PriorityGroups[0].PinnedClientID
 		}
 	}
-	got := map[string]string{}
-	for _, m := range e.deadLetters() {
-		h := m.Headers()
-		id := h.Get("Ingest-Original-Msg-Id")
-		if id == "" { // not a poison message: what happened to it?
-			id = fmt.Sprintf("%s seq %s key %s (%s)", h.Get(ingress.HeaderSubject), h.Get(ingress.HeaderSequence), h.Get(ingress.HeaderDedupKey), h.Get(ingress.HeaderError))
+	held := victim.partitionsHeld()
+	handledAtKill := f.handled()
+	sinceStart := time.Since(published)
+	victim.signal(syscall.SIGKILL)
+	killedAt := time.Now()
+	pendingAtKill, unackedAtKill := e.backlog(ctx)
+	t.Logf("SIGKILL of one of 3 processes, holding %v of 8 partitions, after %v messages handled (%.0f/s); %d not yet delivered, %d delivered and unacked",
+		held, handledAtKill, handledAtKill/sinceStart.Seconds(), pendingAtKill, unackedAtKill)
+
+	// The killed process's partitions are those whose pin changes; each is
+	// handed over at its first ack after the kill.
+	handover := map[string]time.Duration{}
+	waitFor(t, "the killed process's partitions acking again", 2*time.Minute, func() (bool, error) {
+		for _, cons := range e.partitionConsumers(ctx) {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return false, err
+			}
+			if _, done := handover[info.Name]; done || len(info.PriorityGroups) != 1 {
+				continue
+			}
+			pin := info.PriorityGroups[0].PinnedClientID
+			if pin == pins[info.Name] || pin == "" {
+				continue
+			}
+			if at := acked.lastAck(info.Name); at.After(killedAt) {
+				handover[info.Name] = at.Sub(killedAt)
+			}
 		}
-		if _, dup := got[id]; dup {
-			t.Errorf("dead letter %q twice", id)
+		return float64(len(handover)) >= held, nil
+	})
+	var lo, hi time.Duration
+	for _, d := range handover {
+		if lo == 0 || d < lo {
+			lo = d
 		}
-		got[id] = h.Get(ingress.HeaderReason)
+		hi = max(hi, d)
 	}
-	var diffs []string
-	for _, p := range poison {
-		if got[p.msgID] != p.reason {
-			diffs = append(diffs, fmt.Sprintf("%s: got %q, want %q", p.msgID, got[p.msgID], p.reason))
+	t.Logf("hand-over: the %d partitions of the killed process acked again %v to %v after the kill (pin TTL %v, ack wait %v): %v",
+		len(handover), lo.Round(time.Millisecond), hi.Round(time.Millisecond), e.cfg.PinnedTTL, ackWait, handover)
+
+	waitFor(t, "the backlog drained", 6*time.Minute, func() (bool, error) {
+		pending, unacked := e.backlog(ctx)
+		return pending == 0 && unacked == 0, nil
+	})
+	drained := time.Since(killedAt)
+	t.Logf("the backlog of %d drained %v after the kill by the two processes left (%.0f messages/s)",
+		pendingAtKill+uint64(unackedAtKill), drained.Round(time.Millisecond), float64(pendingAtKill+uint64(unackedAtKill))/drained.Seconds())
+	for _, p := range []*ingressProc{procs[0], procs[2]} {
+		if m := scrape(p.addr); !has(m, "ingest_partition_changes_total") || !has(m, "temporal_request") {
+			t.Errorf("%s's /metrics lacks the ingress's or the SDK's series", p.name)
 		}
-		delete(got, p.msgID)
 	}
-	for id, reason := range got {
-		diffs = append(diffs, fmt.Sprintf("%s: dead-lettered (%s), but is no poison", id, reason))
+	w.check(t, ctx, e, c, rc)
+	for _, p := range []*ingressProc{procs[0], procs[2]} {
+		p.signal(syscall.SIGTERM)
 	}
-	sort.Strings(diffs)
-	for _, d := range diffs {
-		t.Error("dead letters: " + d)
-	}
-	second.signal(syscall.SIGTERM)
 }

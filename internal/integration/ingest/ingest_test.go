@@ -1,6 +1,6 @@
-// Package ingest_test runs the JetStream ingress against the real NATS
-// server (NATS_URL, default nats://127.0.0.1:4222) and a Temporal dev server
-// with real rewards and platform workers.
+// Package ingest_test runs the JetStream ingress against real NATS servers
+// (bin/nats-server, one of each test's own: natsserver.ForTest) and a
+// Temporal dev server with real rewards and platform workers.
 package ingest_test
 
 import (
@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -30,11 +29,11 @@ import (
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/natsserver"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
-	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -43,32 +42,27 @@ func quietLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
-// natsURL is $NATS_URL, else the local server.
-func natsURL() string {
-	if url := os.Getenv("NATS_URL"); url != "" {
-		return url
-	}
-	return nats.DefaultURL
+// natsJetStream starts a NATS server of the test's own (skipping the test
+// without bin/nats-server, failing it under REQUIRE_SERVICES) and connects.
+func natsJetStream(t testing.TB) (url string, js jetstream.JetStream) {
+	t.Helper()
+	srv := natsserver.ForTest(t)
+	return srv.URL, connect(t, srv.URL)
 }
 
-// natsJetStream connects to the NATS server with JetStream, or skips the
-// test (fails it under REQUIRE_SERVICES).
-func natsJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+// connect opens a JetStream client on the server at url until the test ends.
+func connect(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
-	testenv.Short(t, "NATS JetStream")
-	url := natsURL()
 	nc, err := nats.Connect(url, nats.Timeout(3*time.Second), nats.Name("entityflow ingest test"))
-	testenv.Require(t, "NATS at "+url, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	testenv.Require(t, "JetStream on NATS at "+url, err)
-	return nc, js
+	return js
 }
 
 // env is one test's world: NATS streams of its own (names and subjects
@@ -76,6 +70,7 @@ func natsJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 // project's workers on a SQLite database, and the platform service.
 type env struct {
 	t        testing.TB
+	natsURL  string
 	js       jetstream.JetStream
 	c        client.Client
 	store    *store.Store
@@ -90,7 +85,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	_, js := natsJetStream(t)
+	url, js := natsJetStream(t)
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
 	ctx := background(t)
@@ -108,7 +103,7 @@ func newEnv(t testing.TB) *env {
 		t.Cleanup(w.Stop)
 	}
 	e := &env{
-		t: t, js: js, c: c, store: st, cfg: testConfig(), frontend: srv.FrontendHostPort(),
+		t: t, natsURL: url, js: js, c: c, store: st, cfg: testConfig(), frontend: srv.FrontendHostPort(),
 		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
 		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
 	}
@@ -139,6 +134,8 @@ func testConfig() ingress.Config {
 		Retry:          ingress.RetryPolicy{Base: 200 * time.Millisecond, Max: 2 * time.Second, MaxDeliveries: 20},
 		Tenants:        []string{"default", "t-1", "t-2"},
 		LagInterval:    time.Second,
+		// A dead process's partitions pass on soon.
+		PinnedTTL: 2 * time.Second,
 	}
 }
 
@@ -147,10 +144,16 @@ func (e *env) deleteStreamsAtEnd() {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream} {
+		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream, "KV_" + e.membersBucket()} {
 			_ = e.js.DeleteStream(ctx, s)
 		}
 	})
+}
+
+// membersBucket is the key-value bucket of the ingress processes sharing
+// the test's points stream.
+func (e *env) membersBucket() string {
+	return e.cfg.PointsStream + "_" + e.cfg.PointsDurable + "_members"
 }
 
 func background(t testing.TB) context.Context {
@@ -551,19 +554,55 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 	}
 
 	// Nothing left for the consumers.
-	for _, s := range []struct{ stream, durable string }{{e.cfg.PointsStream, e.cfg.PointsDurable}, {e.cfg.EventsStream, e.cfg.EventsDurable}} {
-		cons, err := e.js.Consumer(ctx, s.stream, s.durable)
+	if pending, unacked := e.backlog(ctx); pending != 0 || unacked != 0 {
+		t.Errorf("points: %d pending, %d unacked after the run", pending, unacked)
+	}
+	cons, err := e.js.Consumer(ctx, e.cfg.EventsStream, e.cfg.EventsDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		t.Errorf("events: %d pending, %d unacked after the run", info.NumPending, info.NumAckPending)
+	}
+}
+
+// partitionConsumers returns the points stream's consumers, one per
+// partition.
+func (e *env) partitionConsumers(ctx context.Context) []jetstream.Consumer {
+	e.t.Helper()
+	cfg := e.cfg
+	n := cfg.Partitions
+	if n == 0 {
+		n = ingress.DefaultPartitions
+	}
+	var out []jetstream.Consumer
+	for p := range n {
+		cons, err := e.js.Consumer(ctx, cfg.PointsStream, fmt.Sprintf("%s-%d", cfg.PointsDurable, p))
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatalf("partition %d's consumer: %v", p, err)
 		}
+		out = append(out, cons)
+	}
+	return out
+}
+
+// backlog sums the points partitions' messages not yet delivered and
+// delivered but unacked.
+func (e *env) backlog(ctx context.Context) (pending uint64, unacked int) {
+	e.t.Helper()
+	for _, cons := range e.partitionConsumers(ctx) {
 		info, err := cons.Info(ctx)
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			t.Errorf("%s/%s: %d pending, %d unacked after the run", s.stream, s.durable, info.NumPending, info.NumAckPending)
-		}
+		pending += info.NumPending
+		unacked += info.NumAckPending
 	}
+	return pending, unacked
 }
 
 // An ingress that loses its connection mid-stream (its acks lost, updates
@@ -578,7 +617,7 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 	e.cfg.MaxPerCustomer = 8
 	ctx := background(t)
 
-	ncA, err := nats.Connect(natsURL())
+	ncA, err := nats.Connect(e.natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,16 +674,9 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 	regB := prometheus.NewRegistry()
 	began := time.Now()
 	e.start(regB)
-	cons, err := e.js.Consumer(ctx, e.cfg.PointsStream, e.cfg.PointsDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, "the backlog drained", 3*time.Minute, func() (bool, error) {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return false, err
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, nil
+		pending, unacked := e.backlog(ctx)
+		return pending == 0 && unacked == 0, nil
 	})
 	t.Logf("second ingress drained the backlog in %v (ack wait %v); handled %v", time.Since(began).Round(time.Millisecond), e.cfg.AckWait, handledBy(regB))
 
