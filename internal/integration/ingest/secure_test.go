@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/natsserver"
 	"github.com/entityflow/entityflow/internal/testenv"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -113,28 +114,6 @@ func (p pki) tls(sec ingress.Security) ingress.Security {
 	return sec
 }
 
-// natsServerBinary returns bin/nats-server at the module root.
-func natsServerBinary() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			bin := filepath.Join(dir, "bin", "nats-server")
-			if _, err := os.Stat(bin); err != nil {
-				return "", fmt.Errorf("%w (GOBIN=bin go install github.com/nats-io/nats-server/v2@v2.12.15)", err)
-			}
-			return bin, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // syncBuffer is a bytes.Buffer a process writes to while a test reads it.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -159,7 +138,7 @@ func (b *syncBuffer) String() string {
 func startNATSServer(t *testing.T, conf string, env map[string]string) string {
 	t.Helper()
 	testenv.Short(t, "a nats-server process")
-	bin, err := natsServerBinary()
+	bin, err := natsserver.Binary()
 	testenv.Require(t, "bin/nats-server", err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -565,7 +544,7 @@ func operatorSetup(t *testing.T) (conf, ingressCreds, publisherCreds string) {
 		must(os.WriteFile(f, creds, 0o600))
 		return f
 	}
-	ingressCreds = user("ingress", []string{"$JS.API.>", "$JS.ACK.>", "ingest.dead.>", "rewards.>", "events.>"}, []string{"_INBOX.>"})
+	ingressCreds = user("ingress", []string{"$JS.API.>", "$JS.ACK.>", "$KV.>", "ingest.dead.>", "rewards.>", "events.>"}, []string{"_INBOX.>"})
 	publisherCreds = user("publisher-t-1", []string{"rewards.t-1.>", "events.t-1", "events.t-1.>"}, []string{"_INBOX_t-1.>"})
 	conf = fmt.Sprintf("operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %q\n  %s: %q\n}\n",
 		opJWT, sysPub, sysPub, sysJWT, appPub, appJWT)
