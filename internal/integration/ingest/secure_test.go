@@ -565,7 +565,7 @@ func operatorSetup(t *testing.T) (conf, ingressCreds, publisherCreds string) {
 		must(os.WriteFile(f, creds, 0o600))
 		return f
 	}
-	ingressCreds = user("ingress", []string{"$JS.API.>", "$JS.ACK.>", "ingest.dead.>", "rewards.>", "events.>"}, []string{"_INBOX.>"})
+	ingressCreds = user("ingress", []string{"$JS.API.>", "$JS.ACK.>", "$KV.>", "ingest.dead.>", "rewards.>", "events.>"}, []string{"_INBOX.>"})
 	publisherCreds = user("publisher-t-1", []string{"rewards.t-1.>", "events.t-1", "events.t-1.>"}, []string{"_INBOX_t-1.>"})
 	conf = fmt.Sprintf("operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %q\n  %s: %q\n}\n",
 		opJWT, sysPub, sysPub, sysJWT, appPub, appJWT)
