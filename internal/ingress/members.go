@@ -37,9 +37,15 @@ func membersBucket(cfg Config) string {
 	}, cfg.PointsStream+"_"+cfg.PointsDurable+"_members")
 }
 
+// membersTimeout bounds each request to the bucket (a publish the server
+// does not permit is never answered).
+const membersTimeout = 10 * time.Second
+
 // joinMembers creates the bucket if it is missing (or sets its TTL) and
 // writes this process's key.
 func joinMembers(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (*members, error) {
+	ctx, cancel := context.WithTimeout(ctx, membersTimeout)
+	defer cancel()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: bucket, TTL: ttl, History: 1, Storage: jetstream.FileStorage,
 		Description: "entityflow ingest: the processes sharing the points partitions",
@@ -58,15 +64,19 @@ func joinMembers(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 
 // beat writes this process's key again, before it expires.
 func (m *members) beat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, membersTimeout)
+	defer cancel()
 	host, _ := os.Hostname()
 	if _, err := m.kv.Put(ctx, m.key, fmt.Appendf(nil, "%s pid %d", host, os.Getpid())); err != nil {
-		return fmt.Errorf("ingress: announcing this process in bucket %s: %w", m.kv.Bucket(), err)
+		return fmt.Errorf("ingress: announcing this process in bucket %s (the ingress's NATS user needs to publish to $KV.>): %w", m.kv.Bucket(), err)
 	}
 	return nil
 }
 
 // count returns how many processes have a live key, this one included.
 func (m *members) count(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, membersTimeout)
+	defer cancel()
 	keys, err := m.kv.Keys(ctx)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return 1, nil
