@@ -163,11 +163,29 @@ func unenrollGone(t testing.TB, ctx context.Context, c client.Client, rc *reward
 	}
 }
 
-// publishBatch publishes msgs' copy (0 or 1) asynchronously and fails the
-// test unless JetStream stored every one.
+// publishBatch publishes msgs' copy (0 or 1) asynchronously, at most
+// publishWindow acks outstanding (nats.go stalls past its own bound, 4,000,
+// when the server is slow to ack), and fails the test unless JetStream
+// stored every one.
 func publishBatch(t testing.TB, js jetstream.JetStream, msgs []message, copyIndex int) {
 	t.Helper()
-	var futures []jetstream.PubAckFuture
+	for len(msgs) > 0 {
+		n := min(publishWindow, len(msgs))
+		if !publishWindowed(t, js, msgs[:n], copyIndex) {
+			return
+		}
+		msgs = msgs[n:]
+	}
+}
+
+// publishWindow is how many acks publishBatch waits for at a time.
+const publishWindow = 1000
+
+// publishWindowed publishes msgs' copy and waits for every ack; it reports
+// whether publishing went on to the end.
+func publishWindowed(t testing.TB, js jetstream.JetStream, msgs []message, copyIndex int) bool {
+	t.Helper()
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
 		nm := nats.NewMsg(m.subject)
 		nm.Data = m.body
@@ -177,7 +195,7 @@ func publishBatch(t testing.TB, js jetstream.JetStream, msgs []message, copyInde
 		f, err := js.PublishMsgAsync(nm)
 		if err != nil {
 			t.Errorf("publishing: %v", err)
-			return
+			return false
 		}
 		futures = append(futures, f)
 	}
@@ -191,6 +209,7 @@ func publishBatch(t testing.TB, js jetstream.JetStream, msgs []message, copyInde
 			t.Errorf("publishing %s: %v", f.Msg().Subject, err)
 		}
 	}
+	return true
 }
 
 // publishAll publishes the first copies and the poison messages, waits out
