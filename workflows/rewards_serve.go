@@ -52,7 +52,7 @@ const tenantRelease = 4
 // means the input was written by a newer release, whose meaning this code
 // cannot tell. Such an input, or one that does not decode at all, is kept as
 // far as it decodes and marked, so that the run fails its workflow task
-// (serve) rather than fail the workflow in the SDK's decoder.
+// (failTask) rather than fail the workflow in the SDK's decoder.
 func (in *RewardsInput) UnmarshalJSON(data []byte) error {
 	type plain RewardsInput // the fields without this method
 	dec := json.NewDecoder(bytes.NewReader(data))
