@@ -35,9 +35,16 @@ func quietLogger(t testing.TB) *slog.Logger {
 }
 
 // startWorker runs an in-process worker for the rewards queue until the test ends.
+//
+// Its deadlock detector allows 10 s instead of the SDK's 1 s: under the race
+// detector, on a CI machine whose two cores also run the ingest tests, one
+// workflow task applying thousands of buffered signals can exceed 1 s of wall
+// time, and the SDK's abort of such a task has a data race of its own
+// (temporalio/sdk-go#1240) that fails the test binary. Workers in production
+// keep the SDK's default.
 func startWorker(t testing.TB, c client.Client) worker.Worker {
 	t.Helper()
-	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
+	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
