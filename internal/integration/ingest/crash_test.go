@@ -35,12 +35,12 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 
 	procs := []*ingressProc{f.start("a"), f.start("b"), f.start("c")}
 	acked := watchAcks(t, url, e.cfg.PointsStream)
-	w := newWorkload(t, e.cfg.PointsPrefix)
+	w := newWorkload(t, e.cfg.PointsPrefix, fullPerCustomer)
 	published := time.Now()
 	w.publishAll(t, e, 0)
 	total := w.total()
 	t.Logf("published %d messages (%d events of %d customers, %d poison) in %v", total,
-		mixCustomers*mixPerCustomer+soloEvents, len(w.customers), len(w.poison), time.Since(published).Round(time.Millisecond))
+		mixCustomers*fullPerCustomer+soloEvents, len(w.customers), len(w.poison), time.Since(published).Round(time.Millisecond))
 
 	waitFor(t, "a third of the messages handled, each process holding partitions", 5*time.Minute, func() (bool, error) {
 		for _, p := range procs {

@@ -35,7 +35,7 @@ func TestIngressRollingReplacement(t *testing.T) {
 	unenrollGone(t, ctx, c, rc)
 
 	old := []*ingressProc{f.start("a"), f.start("b")}
-	w := newWorkload(t, e.cfg.PointsPrefix)
+	w := newWorkload(t, e.cfg.PointsPrefix, rollingPerCustomer)
 	total := w.total()
 	published := make(chan struct{})
 	began := time.Now()

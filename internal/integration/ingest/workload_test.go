@@ -60,12 +60,19 @@ type workload struct {
 }
 
 const (
-	mixCustomers   = 200
-	mixPerCustomer = 50
-	soloEvents     = 200
+	mixCustomers = 200
+	soloEvents   = 200
+	// fullPerCustomer is the events each mix customer gets in the SIGKILL
+	// test (20,208 messages in all); rollingPerCustomer those of the rolling
+	// test, whose two handovers need far fewer to overlap the stream (8,208).
+	fullPerCustomer    = 50
+	rollingPerCustomer = 20
 )
 
-func newWorkload(t testing.TB, prefix string) *workload {
+// newWorkload builds a workload of mixCustomers customers with perCustomer
+// events each (the last a redemption of all the rest), the solo customer's
+// soloEvents interleaved, and the poison messages.
+func newWorkload(t testing.TB, prefix string, perCustomer int) *workload {
 	w := &workload{}
 	tenantOf := func(c int) string {
 		if c%4 == 0 {
@@ -79,7 +86,7 @@ func newWorkload(t testing.TB, prefix string) *workload {
 		w.customers = append(w.customers, customerOf{tenant: tenantOf(c), id: customer(c)})
 	}
 	var msgs []message
-	for i := range mixPerCustomer - 1 {
+	for i := range perCustomer - 1 {
 		for c := range mixCustomers {
 			n := i*mixCustomers + c
 			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%9 + 1), SourceID: strconv.Itoa(n)}
@@ -87,7 +94,7 @@ func newWorkload(t testing.TB, prefix string) *workload {
 			w.customers[c].events = append(w.customers[c].events, ev.SourceID)
 			m := message{subject: subject(c)}
 			switch {
-			case i == mixPerCustomer/2: // no key at all: its stream sequence is its key
+			case i == perCustomer/2: // no key at all: its stream sequence is its key
 				m.once = true
 			case n%3 == 0: // its own key; the copies have different Nats-Msg-Ids
 				ev.DedupKey = fmt.Sprintf("d-%d", n)
