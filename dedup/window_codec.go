@@ -24,7 +24,7 @@ import (
 //	  uvarint   (seconds since the previous entry) << 1 | applied
 //	  varint    outcome value minus the previous entry's (the first: minus 0)
 //
-// Each entry is stored once; the index map is rebuilt on decode. A burst or a
+// Each entry is stored once; the index is rebuilt on decode. A burst or a
 // steady trickle costs one byte of time, and points of under 64 one byte of value,
 // so a typical entry weighs 14 to 15 bytes.
 const (
@@ -52,20 +52,21 @@ func (w Window) AppendBinary(b []byte) ([]byte, error) {
 	if w.n == 0 {
 		return b, nil
 	}
-	prevAt := w.at(0).at
+	prevAt := w.ats.get(w.head)
 	b = binary.AppendVarint(b, prevAt)
 	var prevValue int64
 	for i := 0; i < w.n; i++ {
-		s := w.at(i)
-		b = binary.LittleEndian.AppendUint64(b, s.key)
-		b = binary.LittleEndian.AppendUint32(b, s.fp)
-		delta := uint64(s.at-prevAt) << 1
-		if s.applied {
+		p := w.pos(i)
+		at, value := w.ats.get(p), w.values.get(p)
+		b = binary.LittleEndian.AppendUint64(b, w.ring[p])
+		b = binary.LittleEndian.AppendUint32(b, w.fps[p])
+		delta := uint64(at-prevAt) << 1
+		if w.isApplied(p) {
 			delta |= 1
 		}
-		b = binary.AppendUvarint(b, delta)
-		b = binary.AppendVarint(b, s.value-prevValue)
-		prevAt, prevValue = s.at, s.value
+		b = appendUvarint(b, delta)
+		b = appendUvarint(b, uint64(value-prevValue)<<1^uint64((value-prevValue)>>63))
+		prevAt, prevValue = at, value
 	}
 	return b, nil
 }
@@ -84,6 +85,8 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
+// decodeBinary reads the binary form straight from data into a ring of exactly
+// the entries it holds: seven allocations, whatever the number of entries.
 func decodeBinary(data []byte) (Window, error) {
 	var w Window
 	if len(data) < 2 {
@@ -96,75 +99,93 @@ func decodeBinary(data []byte) (Window, error) {
 		return w, fmt.Errorf("dedup: unknown window flags %#x", data[1])
 	}
 	w.adopt = data[1]&flagAdopt != 0
-	r := bytes.NewReader(data[2:])
+	r := data[2:]
 	var err error
-	if w.evicted, err = binary.ReadUvarint(r); err != nil {
+	if w.evicted, r, err = readUvarint(r); err != nil {
 		return w, fmt.Errorf("dedup: reading evicted count: %w", err)
 	}
-	n, err := binary.ReadUvarint(r)
+	n, r, err := readUvarint(r)
 	if err != nil {
 		return w, fmt.Errorf("dedup: reading entry count: %w", err)
 	}
 	if n == 0 {
 		return w, expectEnd(r)
 	}
-	if n > uint64(r.Len()/minEntryBytes) {
-		return w, fmt.Errorf("dedup: %d entries cannot fit in %d bytes", n, r.Len())
+	if n > uint64(len(r)/minEntryBytes) {
+		return w, fmt.Errorf("dedup: %d entries cannot fit in %d bytes", n, len(r))
 	}
-	at, err := binary.ReadVarint(r)
+	at, r, err := readVarint(r)
 	if err != nil {
 		return w, fmt.Errorf("dedup: reading first time: %w", err)
 	}
-	w.ring = make([]slot, ringSize(int(n)))
-	w.index = make(map[uint64]uint64, n)
+	w.alloc(int(n))
 	var value int64
-	var fixed [12]byte
 	for i := range n {
-		if _, err := io.ReadFull(r, fixed[:]); err != nil {
-			return w, fmt.Errorf("dedup: entry %d truncated: %w", i, err)
+		if len(r) < 12 {
+			return w, fmt.Errorf("dedup: entry %d truncated: %w", i, io.ErrUnexpectedEOF)
 		}
-		delta, err := binary.ReadUvarint(r)
+		key, fp := binary.LittleEndian.Uint64(r), binary.LittleEndian.Uint32(r[8:])
+		delta, rest, err := readUvarint(r[12:])
 		if err != nil {
 			return w, fmt.Errorf("dedup: entry %d time: %w", i, err)
 		}
 		if delta>>1 > maxTimeDelta {
 			return w, fmt.Errorf("dedup: entry %d time step %ds out of range", i, delta>>1)
 		}
-		dv, err := binary.ReadVarint(r)
+		dv, rest, err := readVarint(rest)
 		if err != nil {
 			return w, fmt.Errorf("dedup: entry %d value: %w", i, err)
 		}
+		r = rest
 		at += int64(delta >> 1)
 		value += dv
-		s := slot{
-			key:     binary.LittleEndian.Uint64(fixed[:8]),
-			fp:      binary.LittleEndian.Uint32(fixed[8:]),
-			at:      at,
-			value:   value,
-			applied: delta&1 == 1,
-		}
-		if _, dup := w.index[s.key]; dup {
+		if !w.append(entry{key: key, fp: fp, at: at, value: value, applied: delta&1 == 1}) {
 			return w, fmt.Errorf("dedup: entry %d repeats a key", i)
 		}
-		w.push(s)
 	}
 	return w, expectEnd(r)
 }
 
-func expectEnd(r *bytes.Reader) error {
-	if r.Len() != 0 {
-		return fmt.Errorf("dedup: %d trailing bytes after window", r.Len())
+// readUvarint reads a uvarint from the front of b and returns the rest. Most
+// take one byte, which it reads without a call.
+func readUvarint(b []byte) (uint64, []byte, error) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), b[1:], nil
 	}
-	return nil
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, b, varintError(n)
+	}
+	return v, b[n:], nil
 }
 
-// ringSize is the smallest power of two, at least 16, that holds n entries.
-func ringSize(n int) int {
-	size := 16
-	for size < n {
-		size *= 2
+// readVarint reads a varint (zig-zag, as binary.AppendVarint writes it) from
+// the front of b and returns the rest.
+func readVarint(b []byte) (int64, []byte, error) {
+	u, rest, err := readUvarint(b)
+	return int64(u>>1) ^ -int64(u&1), rest, err
+}
+
+// appendUvarint is binary.AppendUvarint with the one-byte case inline.
+func appendUvarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
 	}
-	return size
+	return binary.AppendUvarint(b, v)
+}
+
+func varintError(n int) error {
+	if n == 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return errors.New("varint overflows a 64-bit integer")
+}
+
+func expectEnd(r []byte) error {
+	if len(r) != 0 {
+		return fmt.Errorf("dedup: %d trailing bytes after window", len(r))
+	}
+	return nil
 }
 
 // MarshalJSON encodes the window as a JSON string holding its binary form in
@@ -191,6 +212,16 @@ func (w *Window) UnmarshalJSON(data []byte) error {
 	case bytes.Equal(data, []byte("null")):
 		*w = Window{limits: w.limits}
 		return nil
+	case len(data) >= 2 && data[0] == '"' && data[len(data)-1] == '"' && plainBase64(data[1:len(data)-1]):
+		// What MarshalJSON writes: base64 with nothing JSON escapes, decoded
+		// without a copy of the string.
+		b64 := data[1 : len(data)-1]
+		raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(raw, b64)
+		if err != nil {
+			return fmt.Errorf("dedup: window base64: %w", err)
+		}
+		return w.UnmarshalBinary(raw[:n])
 	case len(data) > 0 && data[0] == '"':
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
@@ -206,6 +237,13 @@ func (w *Window) UnmarshalJSON(data []byte) error {
 	default:
 		return errors.New("dedup: window must be a base64 string or an object of keys")
 	}
+}
+
+// plainBase64 reports whether s holds no backslash (a JSON escape) and no line
+// break (which the base64 decoder skips but a JSON string may not hold), so
+// that it decodes as base64 to what the JSON string it is the inside of does.
+func plainBase64(s []byte) bool {
+	return bytes.IndexByte(s, '\\') < 0 && bytes.IndexByte(s, '\n') < 0 && bytes.IndexByte(s, '\r') < 0
 }
 
 // unmarshalLegacy reads {"key": true, ...}. Keys set to false are not held.
@@ -228,14 +266,15 @@ func (w *Window) unmarshalLegacy(data []byte) error {
 	}
 	slices.Sort(keys)
 	fresh := Window{limits: w.limits, adopt: len(keys) > 0}
-	fresh.ring = make([]slot, ringSize(len(keys)))
-	fresh.index = make(map[uint64]uint64, len(keys))
+	if len(keys) > 0 {
+		fresh.alloc(len(keys))
+	}
 	for _, k := range keys {
 		h := HashKey(k)
-		if _, dup := fresh.index[h]; dup {
+		if _, dup := fresh.index.find(fresh.ring, h); dup {
 			continue
 		}
-		fresh.push(slot{key: h, fp: UnknownFingerprint, applied: true})
+		fresh.push(entry{key: h, fp: UnknownFingerprint, applied: true})
 	}
 	*w = fresh
 	return nil
