@@ -76,7 +76,17 @@ func (w Window) AppendBinary(b []byte) ([]byte, error) {
 // larger than the defaults must arrive whole, before its owner has had a chance
 // to call SetLimits, which applies the count bound.
 func (w *Window) UnmarshalBinary(data []byte) error {
-	fresh, err := decodeBinary(data)
+	return w.decode(source{rest: data})
+}
+
+// decodeText decodes the base64 text of the binary form.
+func (w *Window) decodeText(text []byte) error {
+	var buf [blockBytes + lookahead]byte
+	return w.decode(source{text: text, buf: buf[:]})
+}
+
+func (w *Window) decode(src source) error {
+	fresh, err := decodeBinary(src)
 	if err != nil {
 		return err
 	}
@@ -85,10 +95,62 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-// decodeBinary reads the binary form straight from data into a ring of exactly
-// the entries it holds: seven allocations, whatever the number of entries.
-func decodeBinary(data []byte) (Window, error) {
+// source hands the binary form out from the bytes themselves or from their
+// base64 text, which it decodes a block at a time into buf, so that decoding
+// makes no copy of the whole.
+type source struct {
+	rest []byte // decoded bytes not yet read
+	text []byte // base64 text not yet decoded
+	buf  []byte // blockBytes + lookahead bytes, when there is text
+}
+
+const (
+	lookahead  = 12 + 2*binary.MaxVarintLen64 // the most an entry, or the header, takes
+	blockChars = 4096
+	blockBytes = blockChars / 4 * 3
+)
+
+// fill makes rest hold at least lookahead bytes, or all that are left.
+func (s *source) fill() error {
+	if len(s.rest) >= lookahead || len(s.text) == 0 {
+		return nil
+	}
+	block := s.text[:min(len(s.text), blockChars)]
+	if len(block) < len(s.text) && bytes.IndexByte(block, '=') >= 0 {
+		return errors.New("dedup: window base64: padding before the end")
+	}
+	kept := copy(s.buf, s.rest)
+	n, err := base64.StdEncoding.Decode(s.buf[kept:], block)
+	if err != nil {
+		return fmt.Errorf("dedup: window base64: %w", err)
+	}
+	s.text = s.text[len(block):]
+	s.rest = s.buf[:kept+n]
+	return nil
+}
+
+// len returns how many bytes are left to read: exactly, if the base64 text
+// left is valid.
+func (s *source) len() int {
+	t := len(s.text)
+	n := t / 4 * 3
+	if t > 0 && t%4 == 0 && s.text[t-1] == '=' {
+		n--
+		if s.text[t-2] == '=' {
+			n--
+		}
+	}
+	return len(s.rest) + n
+}
+
+// decodeBinary reads the binary form into a ring of exactly the entries it
+// holds: seven allocations, whatever the number of entries.
+func decodeBinary(src source) (Window, error) {
 	var w Window
+	if err := src.fill(); err != nil {
+		return w, err
+	}
+	data := src.rest
 	if len(data) < 2 {
 		return w, errors.New("dedup: window encoding too short")
 	}
@@ -108,42 +170,48 @@ func decodeBinary(data []byte) (Window, error) {
 	if err != nil {
 		return w, fmt.Errorf("dedup: reading entry count: %w", err)
 	}
+	src.rest = r
 	if n == 0 {
-		return w, expectEnd(r)
+		return w, expectEnd(&src)
 	}
-	if n > uint64(len(r)/minEntryBytes) {
-		return w, fmt.Errorf("dedup: %d entries cannot fit in %d bytes", n, len(r))
+	if left := src.len(); n > uint64(left/minEntryBytes) {
+		return w, fmt.Errorf("dedup: %d entries cannot fit in %d bytes", n, left)
 	}
 	at, r, err := readVarint(r)
 	if err != nil {
 		return w, fmt.Errorf("dedup: reading first time: %w", err)
 	}
+	src.rest = r
 	w.alloc(int(n))
 	var value int64
 	for i := range n {
+		if err := src.fill(); err != nil {
+			return w, err
+		}
+		r := src.rest
 		if len(r) < 12 {
 			return w, fmt.Errorf("dedup: entry %d truncated: %w", i, io.ErrUnexpectedEOF)
 		}
 		key, fp := binary.LittleEndian.Uint64(r), binary.LittleEndian.Uint32(r[8:])
-		delta, rest, err := readUvarint(r[12:])
+		delta, r, err := readUvarint(r[12:])
 		if err != nil {
 			return w, fmt.Errorf("dedup: entry %d time: %w", i, err)
 		}
 		if delta>>1 > maxTimeDelta {
 			return w, fmt.Errorf("dedup: entry %d time step %ds out of range", i, delta>>1)
 		}
-		dv, rest, err := readVarint(rest)
+		dv, r, err := readVarint(r)
 		if err != nil {
 			return w, fmt.Errorf("dedup: entry %d value: %w", i, err)
 		}
-		r = rest
+		src.rest = r
 		at += int64(delta >> 1)
 		value += dv
 		if !w.append(entry{key: key, fp: fp, at: at, value: value, applied: delta&1 == 1}) {
 			return w, fmt.Errorf("dedup: entry %d repeats a key", i)
 		}
 	}
-	return w, expectEnd(r)
+	return w, expectEnd(&src)
 }
 
 // readUvarint reads a uvarint from the front of b and returns the rest. Most
@@ -181,9 +249,9 @@ func varintError(n int) error {
 	return errors.New("varint overflows a 64-bit integer")
 }
 
-func expectEnd(r []byte) error {
-	if len(r) != 0 {
-		return fmt.Errorf("dedup: %d trailing bytes after window", len(r))
+func expectEnd(src *source) error {
+	if left := src.len(); left != 0 {
+		return fmt.Errorf("dedup: %d trailing bytes after window", left)
 	}
 	return nil
 }
@@ -214,14 +282,8 @@ func (w *Window) UnmarshalJSON(data []byte) error {
 		return nil
 	case len(data) >= 2 && data[0] == '"' && data[len(data)-1] == '"' && plainBase64(data[1:len(data)-1]):
 		// What MarshalJSON writes: base64 with nothing JSON escapes, decoded
-		// without a copy of the string.
-		b64 := data[1 : len(data)-1]
-		raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-		n, err := base64.StdEncoding.Decode(raw, b64)
-		if err != nil {
-			return fmt.Errorf("dedup: window base64: %w", err)
-		}
-		return w.UnmarshalBinary(raw[:n])
+		// from the JSON text without a copy of the string or of its bytes.
+		return w.decodeText(data[1 : len(data)-1])
 	case len(data) > 0 && data[0] == '"':
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {

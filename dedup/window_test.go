@@ -210,6 +210,31 @@ func TestWindowDefaultBoundFitsPayloadGoal(t *testing.T) {
 	}
 }
 
+// The entity's largest window, 20,000 keys (workflows.MaxDedupKeys), must be
+// carried well under the 512 KB at which Temporal warns of a large payload.
+func TestWindowLargestBoundFitsPayloadWarning(t *testing.T) {
+	const n = 20_000
+	var w Window
+	w.SetLimits(Limits{MaxKeys: n})
+	var value int64
+	for i := range n { // 20,000 keys spread over the 72 hours
+		value += int64(i*7919%100) + 1
+		w.Record(uuidKey(i), t0.Add(time.Duration(i*12)*time.Second), Fingerprint([]byte(uuidKey(i))), Outcome{Applied: true, Value: value})
+	}
+	if w.Len() != n {
+		t.Fatalf("window holds %d keys, want %d", w.Len(), n)
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goal = 400_000
+	if len(data) >= goal {
+		t.Fatalf("window of %d keys encodes to %d bytes, goal is under %d", w.Len(), len(data), goal)
+	}
+	t.Logf("%d keys: %d bytes carried", w.Len(), len(data))
+}
+
 // filledWindow returns a window holding n UUID-shaped keys recorded 26 seconds
 // apart (10,000 keys spread over 72 hours) with outcomes of 1 to 100 points.
 func filledWindow(n int) *Window {
