@@ -91,7 +91,7 @@ func HashKey(key string) uint64 { return xxhash.Sum64String(key) }
 // offsets from a base while they fit in 32 bits, else 8), and the applied bit.
 // An open-addressing table of ring positions, 16 bits a slot while the ring
 // holds under 65,536 entries, finds a key by its hash. A full window of 10,000
-// keys holds about 234 KB (TestWindowMemoryAtTheDefaultBound).
+// keys holds about 239 KB (TestWindowMemoryAtTheDefaultBound).
 //
 // The zero value is an empty window with DefaultLimits. A Window is not safe for
 // concurrent use; workflow code runs one coroutine at a time, which suffices.

@@ -186,3 +186,91 @@ func (d *diff) compare(t *testing.T, key string, full bool) {
 		t.Fatalf("encodings differ:\n%x\n%x", rawW, rawOld)
 	}
 }
+
+// FuzzWindowDecodeMatchesOld feeds arbitrary input to the decoders of both: they
+// must accept and refuse the same inputs, and decode what they accept alike.
+func FuzzWindowDecodeMatchesOld(f *testing.F) {
+	js, _ := json.Marshal(filledWindow(400))
+	f.Add(js)
+	raw, _ := filledWindow(5).MarshalBinary()
+	f.Add(raw)
+	f.Add([]byte(`{"a": true, "b": false}`))
+	f.Add([]byte(`"AQAA"`))
+	f.Add([]byte(`"AQ\/A"`))
+	f.Add([]byte("\"AQ\nAA\""))
+	for _, data := range paddedInside(js) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, via := range []string{"binary", "json"} {
+			w, old := &Window{}, &oldWindow{}
+			var errW, errOld error
+			if via == "binary" {
+				errW, errOld = w.UnmarshalBinary(data), old.UnmarshalBinary(data)
+			} else {
+				errW, errOld = w.UnmarshalJSON(data), old.UnmarshalJSON(data)
+			}
+			if (errW == nil) != (errOld == nil) {
+				t.Fatalf("%s decoding of %q: %v, old %v", via, data, errW, errOld)
+			}
+			if errW != nil {
+				continue
+			}
+			rawW, _ := w.MarshalBinary()
+			rawOld, _ := old.MarshalBinary()
+			if w.Len() != old.Len() || w.Evicted() != old.Evicted() || !bytes.Equal(rawW, rawOld) {
+				t.Fatalf("%s decoding of %q differs:\n%x\n%x", via, data, rawW, rawOld)
+			}
+		}
+	})
+}
+
+// paddedInside returns copies of a JSON-encoded window whose base64 holds
+// padding where a block the decoder reads at a time ends, and where one starts:
+// valid base64 in each block, invalid as a whole.
+func paddedInside(js []byte) [][]byte {
+	var out [][]byte
+	for _, at := range []int{blockChars - 1, blockChars + 1, blockChars + 3} {
+		data := bytes.Clone(js)
+		data[1+at-1], data[1+at] = '=', '='
+		out = append(out, data)
+	}
+	return out
+}
+
+func TestWindowRefusesPaddingInsideTheBase64(t *testing.T) {
+	js, _ := json.Marshal(filledWindow(400))
+	for i, data := range paddedInside(js) {
+		var w Window
+		if err := w.UnmarshalJSON(data); err == nil {
+			t.Errorf("case %d: base64 padded inside decoded", i)
+		}
+	}
+}
+
+// TestWindowMatchesOldAtWideIndex compares the two at a window of more than
+// 65,535 keys, where the index holds 32-bit positions.
+func TestWindowMatchesOldAtWideIndex(t *testing.T) {
+	const keys = 150_000
+	limits := Limits{MaxKeys: 70_000, MaxAge: time.Hour}
+	d := &diff{w: &Window{}, old: &oldWindow{}, now: t0, keys: keys}
+	d.w.SetLimits(limits)
+	d.old.SetLimits(limits)
+	for i := range keys {
+		key := fmt.Sprint("k-", i)
+		d.now = t0.Add(time.Duration(i) * 40 * time.Millisecond)
+		out := Outcome{Applied: i%3 != 0, Value: int64(i) * 7}
+		if got, want := d.w.Record(key, d.now, uint32(i), out), d.old.Record(key, d.now, uint32(i), out); got != want {
+			t.Fatalf("Record(%s) = %v, old %v", key, got, want)
+		}
+	}
+	if d.w.index.wide == nil {
+		t.Fatalf("a ring of %d positions has a 16-bit index", len(d.w.ring))
+	}
+	d.compare(t, "", true)
+	d.now = d.now.Add(30 * time.Minute)
+	d.step(t, 5, 0, 0) // Expire: half the keys age out
+	d.compare(t, "", true)
+	d.roundTrip(t)
+	d.compare(t, "", true)
+}
