@@ -108,7 +108,7 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
-# The dedup window; log_run on SQLite and PostgreSQL; the event router against
+# The dedup window (beside the Window it replaced); log_run on SQLite and PostgreSQL; the event router against
 # raw ExecuteWorkflow on a local dev server; the idempotency layer's added
 # latency per key store against the bare handler; the points command end to end;
 # the auth and tenant-limit layer's added latency (API key, JWT) against the
