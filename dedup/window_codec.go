@@ -144,7 +144,7 @@ func (s *source) len() int {
 }
 
 // decodeBinary reads the binary form into a ring of exactly the entries it
-// holds: seven allocations, whatever the number of entries.
+// holds: six allocations, whatever the number of entries.
 func decodeBinary(src source) (Window, error) {
 	var w Window
 	if err := src.fill(); err != nil {
