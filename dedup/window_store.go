@@ -1,5 +1,7 @@
 package dedup
 
+import "math/rand/v2"
+
 // column holds one int64 per ring position: as an int32 offset from base while
 // every value set since the column was last emptied fits, in full from the first
 // value that does not. Times within a window and balances within a few days
@@ -74,8 +76,20 @@ func (c *column) fill(v int64) {
 type index struct {
 	narrow []uint16
 	wide   []uint32
-	shift  uint8 // 64 - log2(table size): a hash's home slot is its top bits
+	shift  uint8 // 64 - log2(table size): a hash's home slot is home(h, shift)
 }
+
+// homeMul spreads key hashes over an index (multiply-shift hashing with a
+// random odd multiplier, a universal family). Clients choose dedup keys; with
+// a multiplier they cannot know, they cannot choose keys whose hashes crowd one
+// stretch of the table and turn every probe into a scan. It is drawn once per
+// process. Nothing depends on where a hash sits in the table (the index is
+// never iterated), so answers, encodings and replays are the same under any
+// multiplier.
+var homeMul = rand.Uint64() | 1
+
+// home returns the slot where the probe for h starts.
+func home(h uint64, shift uint8) int { return int((h * homeMul) >> shift) }
 
 // newIndex returns an empty index for a ring of the given capacity.
 func newIndex(capacity int) index {
@@ -135,7 +149,7 @@ func (x *index) remove(ring []uint64, h uint64) {
 // empty one.
 func probe[T uint16 | uint32](slots []T, shift uint8, ring []uint64, h uint64) (pos, slot int, ok bool) {
 	mask := len(slots) - 1
-	for i := int(h >> shift); ; i = (i + 1) & mask {
+	for i := home(h, shift); ; i = (i + 1) & mask {
 		s := slots[i]
 		if s == 0 {
 			return 0, i, false
@@ -151,8 +165,7 @@ func probe[T uint16 | uint32](slots []T, shift uint8, ring []uint64, h uint64) (
 func vacate[T uint16 | uint32](slots []T, shift uint8, ring []uint64, i int) {
 	mask := len(slots) - 1
 	for j := (i + 1) & mask; slots[j] != 0; j = (j + 1) & mask {
-		home := int(ring[slots[j]-1] >> shift)
-		if (j-home)&mask >= (j-i)&mask {
+		if (j-home(ring[slots[j]-1], shift))&mask >= (j-i)&mask {
 			slots[i] = slots[j]
 			i = j
 		}

@@ -283,3 +283,37 @@ func TestWindowDecodingKeepsKeysBeyondTheDefaultBound(t *testing.T) {
 		t.Fatalf("after a lower bound: %d keys (%d evicted), want 11000 (1000 evicted)", got.Len(), got.Evicted())
 	}
 }
+
+// Clients choose dedup keys. Keys whose hashes share their top bits, which
+// anyone can find by trying, must not crowd one stretch of the index: probes
+// stay short whatever the keys.
+func TestWindowIndexResistsCrowdingKeys(t *testing.T) {
+	const crowding, others = 400, 600
+	var w Window
+	w.SetLimits(Limits{MaxKeys: crowding + others})
+	now := t0
+	for i, found := 0, 0; found < crowding; i++ {
+		key := fmt.Sprint("crowd-", i)
+		if HashKey(key)>>53 == 0 { // the top 11 bits: the home slot in a table of 2,048
+			w.Record(key, now, 1, Outcome{})
+			found++
+		}
+	}
+	for i := range others {
+		w.Record(fmt.Sprint("other-", i), now, 1, Outcome{})
+	}
+	if len(w.index.narrow) != 2048 {
+		t.Fatalf("index of %d slots, want 2048", len(w.index.narrow))
+	}
+	longest := 0
+	mask := len(w.index.narrow) - 1
+	for slot, s := range w.index.narrow {
+		if s != 0 {
+			longest = max(longest, (slot-home(w.ring[s-1], w.index.shift))&mask)
+		}
+	}
+	t.Logf("the longest probe passes %d slots", longest)
+	if longest > 150 {
+		t.Fatalf("a key sits %d slots past its home slot", longest)
+	}
+}
