@@ -65,7 +65,7 @@ func (w Window) AppendBinary(b []byte) ([]byte, error) {
 			delta |= 1
 		}
 		b = appendUvarint(b, delta)
-		b = appendUvarint(b, uint64(value-prevValue)<<1^uint64((value-prevValue)>>63))
+		b = appendVarint(b, value-prevValue)
 		prevAt, prevValue = at, value
 	}
 	return b, nil
@@ -240,6 +240,11 @@ func appendUvarint(b []byte, v uint64) []byte {
 		return append(b, byte(v))
 	}
 	return binary.AppendUvarint(b, v)
+}
+
+// appendVarint is binary.AppendVarint (zig-zag) with the one-byte case inline.
+func appendVarint(b []byte, v int64) []byte {
+	return appendUvarint(b, uint64(v)<<1^uint64(v>>63))
 }
 
 func varintError(n int) error {
