@@ -108,7 +108,7 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
-# The dedup window; log_run on SQLite and PostgreSQL; the event router against
+# The dedup window (beside the Window it replaced); log_run on SQLite and PostgreSQL; the event router against
 # raw ExecuteWorkflow on a local dev server; the idempotency layer's added
 # latency per key store against the bare handler; the points command end to end;
 # the auth and tenant-limit layer's added latency (API key, JWT) against the
@@ -117,8 +117,8 @@ test-short:
 # processes sharing the partitions (bin/nats-server of their own).
 bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
-	$(BENCHSTAT) -col /impl -filter '.name:WindowPush' bench.txt
-	$(BENCHSTAT) -filter '-.name:WindowPush' bench.txt
+	$(BENCHSTAT) -col /impl -filter '.name:/^Window/' bench.txt
+	$(BENCHSTAT) -filter '-.name:/^Window/' bench.txt
 	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./store/ | tee bench-store.txt
 	$(BENCHSTAT) bench-store.txt
 	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt

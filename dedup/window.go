@@ -81,35 +81,45 @@ func Fingerprint(canonical []byte) uint32 {
 // kept, so a key of any length costs the same eight bytes.
 func HashKey(key string) uint64 { return xxhash.Sum64String(key) }
 
-// slot is one entry as held in memory.
-type slot struct {
+// Window is a bounded, insertion-ordered set of dedup keys with what each one
+// produced. Keys leave from the front once older than MaxAge or when more than
+// MaxKeys are held. Lookup is O(1); Record and eviction are amortised O(1).
+//
+// The entries live in a ring buffer stored column by column, so that an entry
+// costs 20 bytes and a bit rather than a padded 32-byte record: its key hash
+// (8 bytes), fingerprint (4), processing time and outcome value (4 each, as
+// offsets from a base while they fit in 32 bits, else 8), and the applied bit.
+// An open-addressing table of ring positions, 16 bits a slot while the ring
+// holds under 65,536 entries, finds a key by its hash. A full window of 10,000
+// keys holds about 239 KB (TestWindowMemoryAtTheDefaultBound).
+//
+// The zero value is an empty window with DefaultLimits. A Window is not safe for
+// concurrent use; workflow code runs one coroutine at a time, which suffices.
+type Window struct {
+	ring    []uint64 // key hash by ring position; len is the ring's capacity
+	fps     []uint32 // fingerprint by ring position
+	ats     column   // processing time, Unix seconds, by ring position
+	values  column   // outcome value by ring position
+	applied []uint64 // outcome applied, one bit by ring position
+	index   index    // key hash -> ring position
+	head    int      // ring position of the oldest entry
+	n       int      // number of live entries
+	limits  Limits   // as given; zero fields mean defaults
+	maxAge  int64    // limits resolved: seconds; 0 until first resolved
+	maxKeys int      // limits resolved
+	evicted uint64   // keys evicted by the count bound, ever
+	// adopt is set while entries migrated from a legacy shape wait for their
+	// processing time: the first call that knows the time gives it to them.
+	adopt bool
+}
+
+// entry is one entry on its way into the ring.
+type entry struct {
 	key     uint64
 	at      int64 // Unix seconds
 	value   int64
 	fp      uint32
 	applied bool
-}
-
-// Window is a bounded, insertion-ordered set of dedup keys with what each one
-// produced. Keys leave from the front once older than MaxAge or when more than
-// MaxKeys are held. Lookup is O(1); Record and eviction are amortised O(1): the
-// entries live in a ring buffer indexed by a map from key hash to sequence number.
-//
-// The zero value is an empty window with DefaultLimits. A Window is not safe for
-// concurrent use; workflow code runs one coroutine at a time, which suffices.
-type Window struct {
-	ring    []slot            // ring buffer; len is zero or a power of two
-	head    int               // index in ring of the oldest entry
-	n       int               // number of live entries
-	base    uint64            // sequence number of the oldest entry
-	index   map[uint64]uint64 // key hash -> sequence number
-	limits  Limits            // as given; zero fields mean defaults
-	maxAge  int64             // limits resolved: seconds; 0 until first resolved
-	maxKeys int               // limits resolved
-	evicted uint64            // keys evicted by the count bound, ever
-	// adopt is set while entries migrated from a legacy shape wait for their
-	// processing time: the first call that knows the time gives it to them.
-	adopt bool
 }
 
 // SetLimits changes the bounds and applies the count bound at once.
@@ -143,18 +153,18 @@ func (w *Window) Evicted() uint64 { return w.evicted }
 // MaxAge at now is reported absent even before Expire removes it. Lookup does
 // not allocate.
 func (w *Window) Lookup(key string, now time.Time) (Entry, bool) {
-	seq, ok := w.index[HashKey(key)]
+	pos, ok := w.index.find(w.ring, HashKey(key))
 	if !ok {
 		return Entry{}, false
 	}
-	s := w.at(int(seq - w.base))
-	if !w.adopt && w.tooOld(s.at, now.Unix()) {
+	at := w.ats.get(pos)
+	if !w.adopt && w.tooOld(at, now.Unix()) {
 		return Entry{}, false
 	}
 	return Entry{
-		At:          time.Unix(s.at, 0).UTC(),
-		Fingerprint: s.fp,
-		Outcome:     Outcome{Applied: s.applied, Value: s.value},
+		At:          time.Unix(at, 0).UTC(),
+		Fingerprint: w.fps[pos],
+		Outcome:     Outcome{Applied: w.isApplied(pos), Value: w.values.get(pos)},
 	}, true
 }
 
@@ -165,17 +175,24 @@ func (w *Window) Lookup(key string, now time.Time) (Entry, bool) {
 func (w *Window) Record(key string, now time.Time, fp uint32, out Outcome) bool {
 	w.Expire(now)
 	h := HashKey(key)
-	if _, ok := w.index[h]; ok {
+	if _, ok := w.index.find(w.ring, h); ok {
 		return false
 	}
 	at := now.Unix()
 	if w.n > 0 {
-		if last := w.at(w.n - 1).at; at < last {
+		if last := w.ats.get(w.pos(w.n - 1)); at < last {
 			at = last
 		}
 	}
-	w.push(slot{key: h, at: at, value: out.Value, fp: fp, applied: out.Applied})
-	w.enforceCount()
+	// Evicting before the push rather than after leaves the same keys and
+	// count, and a full ring need not grow for the one entry in between.
+	_, maxKeys := w.bounds()
+	for w.n >= maxKeys {
+		w.popFront()
+		w.evicted++
+	}
+	w.push(entry{key: h, at: at, value: out.Value, fp: fp, applied: out.Applied})
+	w.shrink()
 	return true
 }
 
@@ -183,14 +200,12 @@ func (w *Window) Record(key string, now time.Time, fp uint32, out Outcome) bool 
 func (w *Window) Expire(now time.Time) int {
 	sec := now.Unix()
 	if w.adopt {
-		for i := 0; i < w.n; i++ {
-			w.slotAt(i).at = sec
-		}
+		w.ats.fill(sec)
 		w.adopt = false
 	}
 	maxAge, _ := w.bounds()
 	removed := 0
-	for w.n > 0 && sec-w.at(0).at >= maxAge {
+	for w.n > 0 && sec-w.ats.get(w.head) >= maxAge {
 		w.popFront()
 		removed++
 	}
@@ -214,29 +229,77 @@ func (w *Window) enforceCount() {
 	w.shrink()
 }
 
-// at returns the i-th oldest entry.
-func (w *Window) at(i int) slot { return w.ring[(w.head+i)&(len(w.ring)-1)] }
+// pos returns the ring position of the i-th oldest entry.
+func (w *Window) pos(i int) int {
+	p := w.head + i
+	if p >= len(w.ring) {
+		p -= len(w.ring)
+	}
+	return p
+}
 
-func (w *Window) slotAt(i int) *slot { return &w.ring[(w.head+i)&(len(w.ring)-1)] }
+func (w *Window) isApplied(pos int) bool { return w.applied[pos/64]&(1<<(pos%64)) != 0 }
 
-func (w *Window) push(s slot) {
+// entryAt returns the i-th oldest entry.
+func (w *Window) entryAt(i int) entry {
+	p := w.pos(i)
+	return entry{key: w.ring[p], at: w.ats.get(p), value: w.values.get(p), fp: w.fps[p], applied: w.isApplied(p)}
+}
+
+// push appends e as the newest entry; its key must not be held. A full ring
+// doubles, up to the count bound.
+func (w *Window) push(e entry) {
 	if w.n == len(w.ring) {
-		w.resize(max(16, 2*len(w.ring)))
+		_, maxKeys := w.bounds()
+		capacity := ringSize(w.n + 1)
+		if maxKeys > w.n {
+			capacity = min(capacity, maxKeys)
+		}
+		w.resize(capacity)
 	}
-	if w.index == nil {
-		w.index = make(map[uint64]uint64)
+	w.append(e)
+}
+
+// append adds e as the newest entry of a ring with room for it, unless its key
+// is held already: decoding's push, which probes the index once for both.
+func (w *Window) append(e entry) bool {
+	p := w.pos(w.n)
+	w.ring[p] = e.key
+	if !w.index.insertNew(w.ring, e.key, p) {
+		return false
 	}
-	*w.slotAt(w.n) = s
-	w.index[s.key] = w.base + uint64(w.n)
+	if w.n == 0 {
+		w.ats.rebase(e.at)
+		w.values.rebase(e.value)
+	}
+	w.fps[p] = e.fp
+	w.ats.set(p, e.at)
+	w.values.set(p, e.value)
+	if e.applied {
+		w.applied[p/64] |= 1 << (p % 64)
+	} else {
+		w.applied[p/64] &^= 1 << (p % 64)
+	}
 	w.n++
+	return true
 }
 
 func (w *Window) popFront() {
-	delete(w.index, w.ring[w.head].key)
-	w.ring[w.head] = slot{}
-	w.head = (w.head + 1) & (len(w.ring) - 1)
-	w.base++
+	w.index.remove(w.ring, w.ring[w.head])
+	w.head++
+	if w.head == len(w.ring) {
+		w.head = 0
+	}
 	w.n--
+}
+
+// ringSize is the smallest power of two, at least 16, that holds n entries.
+func ringSize(n int) int {
+	size := 16
+	for size < n {
+		size *= 2
+	}
+	return size
 }
 
 // shrink gives memory back once the window holds under a quarter of its ring,
@@ -247,12 +310,23 @@ func (w *Window) shrink() {
 	}
 }
 
-// resize moves the live entries to a new ring of size capacity (a power of two).
+// resize moves the live entries to a new ring of the given capacity, oldest
+// first, and rebuilds the index for it.
 func (w *Window) resize(capacity int) {
-	ring := make([]slot, capacity)
-	for i := 0; i < w.n; i++ {
-		ring[i] = w.at(i)
+	old := *w
+	w.alloc(capacity)
+	for i := range old.n {
+		w.push(old.entryAt(i))
 	}
-	w.ring = ring
-	w.head = 0
+}
+
+// alloc empties the window and gives it a ring of the given capacity.
+func (w *Window) alloc(capacity int) {
+	w.ring = make([]uint64, capacity)
+	w.fps = make([]uint32, capacity)
+	w.ats = newColumn(capacity)
+	w.values = newColumn(capacity)
+	w.applied = make([]uint64, (capacity+63)/64)
+	w.index = newIndex(capacity)
+	w.head, w.n = 0, 0
 }

@@ -210,6 +210,31 @@ func TestWindowDefaultBoundFitsPayloadGoal(t *testing.T) {
 	}
 }
 
+// The entity's largest window, 20,000 keys (workflows.MaxDedupKeys), must be
+// carried well under the 512 KB at which Temporal warns of a large payload.
+func TestWindowLargestBoundFitsPayloadWarning(t *testing.T) {
+	const n = 20_000
+	var w Window
+	w.SetLimits(Limits{MaxKeys: n})
+	var value int64
+	for i := range n { // 20,000 keys spread over the 72 hours
+		value += int64(i*7919%100) + 1
+		w.Record(uuidKey(i), t0.Add(time.Duration(i*12)*time.Second), Fingerprint([]byte(uuidKey(i))), Outcome{Applied: true, Value: value})
+	}
+	if w.Len() != n {
+		t.Fatalf("window holds %d keys, want %d", w.Len(), n)
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goal = 400_000
+	if len(data) >= goal {
+		t.Fatalf("window of %d keys encodes to %d bytes, goal is under %d", w.Len(), len(data), goal)
+	}
+	t.Logf("%d keys: %d bytes carried", w.Len(), len(data))
+}
+
 // filledWindow returns a window holding n UUID-shaped keys recorded 26 seconds
 // apart (10,000 keys spread over 72 hours) with outcomes of 1 to 100 points.
 func filledWindow(n int) *Window {
@@ -256,5 +281,39 @@ func TestWindowDecodingKeepsKeysBeyondTheDefaultBound(t *testing.T) {
 	got.SetLimits(Limits{MaxKeys: 11_000})
 	if got.Len() != 11_000 || got.Evicted() != 1_000 {
 		t.Fatalf("after a lower bound: %d keys (%d evicted), want 11000 (1000 evicted)", got.Len(), got.Evicted())
+	}
+}
+
+// Clients choose dedup keys. Keys whose hashes share their top bits, which
+// anyone can find by trying, must not crowd one stretch of the index: probes
+// stay short whatever the keys.
+func TestWindowIndexResistsCrowdingKeys(t *testing.T) {
+	const crowding, others = 400, 600
+	var w Window
+	w.SetLimits(Limits{MaxKeys: crowding + others})
+	now := t0
+	for i, found := 0, 0; found < crowding; i++ {
+		key := fmt.Sprint("crowd-", i)
+		if HashKey(key)>>53 == 0 { // the top 11 bits: the home slot in a table of 2,048
+			w.Record(key, now, 1, Outcome{})
+			found++
+		}
+	}
+	for i := range others {
+		w.Record(fmt.Sprint("other-", i), now, 1, Outcome{})
+	}
+	if len(w.index.narrow) != 2048 {
+		t.Fatalf("index of %d slots, want 2048", len(w.index.narrow))
+	}
+	longest := 0
+	mask := len(w.index.narrow) - 1
+	for slot, s := range w.index.narrow {
+		if s != 0 {
+			longest = max(longest, (slot-home(w.ring[s-1], w.index.shift))&mask)
+		}
+	}
+	t.Logf("the longest probe passes %d slots", longest)
+	if longest > 150 {
+		t.Fatalf("a key sits %d slots past its home slot", longest)
 	}
 }
