@@ -1,0 +1,154 @@
+package rewardsclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// ItemResult is the answer to one event of ApplyPointsBatch: what ApplyPoints
+// would have returned for that event sent alone. Err is nil when the event
+// was applied or recognised as a duplicate (Result); otherwise it is the
+// entity's refusal (a non-retryable *temporal.ApplicationError of the same
+// type and message), the event's own validation error, or the failure of the
+// update that carried it (ErrOutcomeUnknown included).
+type ItemResult struct {
+	Result workflows.PointsResult
+	Err    error
+}
+
+// batchOverhead is the JSON around a batch's events: {"events":[...]}.
+const batchOverhead = len(`{"events":[]}`)
+
+// ApplyPointsBatch applies events to the customer's entity in order, through
+// the apply-points-batch update (UpdateWithStart, as ApplyPoints), and
+// returns one ItemResult per event, each exactly what ApplyPoints would have
+// returned for it: one bad or duplicate event never fails its neighbours.
+// Events that fail their own validation (or carry no dedup key) are answered
+// here and not sent; the rest go in as few updates as the batch bounds
+// (workflows.MaxBatchEvents, workflows.MaxBatchBytes) allow, one after the
+// other.
+//
+// Each update's ID is derived from its events (keys and contents), so a
+// retried batch, by this call or by a caller that sends the same events
+// again, is answered by Temporal with its first result inside one run, and
+// by the entity's dedup window with the first answers marked duplicate after
+// that. Should the entity's worker predate apply-points-batch (the update
+// comes back unknown during a deploy), the events go as apply-points updates
+// one by one instead. The error is for the call as a whole: an invalid
+// customer ID or tenant.
+func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events []workflows.PointEvent) ([]ItemResult, error) {
+	if err := c.validate(customerID); err != nil {
+		return nil, err
+	}
+	out := make([]ItemResult, len(events))
+	var chunk []int // indexes into events of the update being filled
+	size := batchOverhead
+	flush := func() {
+		if len(chunk) > 0 {
+			c.sendBatch(ctx, customerID, events, chunk, out)
+		}
+		chunk, size = nil, batchOverhead
+	}
+	for i, ev := range events {
+		if err := ev.Validate(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if ev.DedupKey == "" {
+			out[i].Err = errors.New("apply-points needs a dedup key")
+			continue
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			out[i].Err = fmt.Errorf("encoding event %d: %w", i, err)
+			continue
+		}
+		if len(chunk) == workflows.MaxBatchEvents || size+len(b)+1 > workflows.MaxBatchBytes {
+			flush()
+		}
+		chunk = append(chunk, i)
+		size += len(b) + 1
+	}
+	flush()
+	return out, nil
+}
+
+// sendBatch applies events[idx...] as one apply-points-batch update, with
+// ApplyPoints' retries, and fills in their answers in out.
+func (c *Client) sendBatch(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) {
+	in := workflows.PointEventBatch{Events: make([]workflows.PointEvent, len(idx))}
+	for j, i := range idx {
+		in.Events[j] = events[i]
+	}
+	updateID := BatchUpdateID(in.Events)
+	var res workflows.BatchResult
+	mayHaveApplied := false
+	err := c.retry(ctx, workflows.UpdateApplyPointsBatch, func(ctx context.Context) error {
+		err := c.updateWithStartOnce(ctx, customerID, workflows.UpdateApplyPointsBatch, updateID, []any{in}, &res)
+		mayHaveApplied = mayHaveApplied || timedOut(err)
+		return err
+	})
+	switch {
+	case err != nil && unknownUpdate(err, workflows.UpdateApplyPointsBatch):
+		c.logger().Info("entity's worker has no apply-points-batch; applying the events one by one", "customer", customerID, "events", len(idx))
+		for _, i := range idx {
+			out[i].Result, out[i].Err = c.ApplyPoints(ctx, customerID, events[i])
+		}
+		return
+	case err != nil && mayHaveApplied && Retryable(err):
+		err = fmt.Errorf("apply-points-batch for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
+	case err == nil && len(res.Results) != len(idx):
+		err = fmt.Errorf("apply-points-batch for %s (update %s): %d answers for %d events", customerID, updateID, len(res.Results), len(idx))
+	}
+	for j, i := range idx {
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case res.Results[j].Error != nil:
+			out[i].Err = res.Results[j].Error.Err()
+		case res.Results[j].Result != nil:
+			out[i].Result = *res.Results[j].Result
+		default:
+			out[i].Err = fmt.Errorf("apply-points-batch for %s (update %s): no answer for event %d", customerID, updateID, j)
+		}
+	}
+}
+
+// BatchUpdateID is the update ID of an apply-points-batch update carrying
+// events: a hash of their keys and contents in order, so the same batch sent
+// again is the same update, and a batch that reuses a key for another event
+// is not (the entity answers it IdempotencyKeyReused instead of Temporal
+// handing back the first batch's answers).
+func BatchUpdateID(events []workflows.PointEvent) string {
+	h := sha256.New()
+	for _, ev := range events {
+		b, _ := json.Marshal(ev) // a PointEvent always encodes
+		fmt.Fprintf(h, "%d:%s\n", len(b), b)
+	}
+	return "batch-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// unknownUpdate reports whether err is a worker's refusal of an update it
+// has no handler for: a worker of an earlier release during a deploy.
+func unknownUpdate(err error, name string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && strings.HasPrefix(appErr.Message(), "unknown update "+name+".")
+}
+
+// logger is c.Logger, or slog's default.
+func (c *Client) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
