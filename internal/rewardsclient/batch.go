@@ -101,9 +101,7 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 	switch {
 	case err != nil && unknownUpdate(err, workflows.UpdateApplyPointsBatch):
 		c.logger().Info("entity's worker has no apply-points-batch; applying the events one by one", "customer", customerID, "events", len(idx))
-		for _, i := range idx {
-			out[i].Result, out[i].Err = c.ApplyPoints(ctx, customerID, events[i])
-		}
+		c.sendOneByOne(ctx, customerID, events, idx, out)
 		return
 	case err != nil && mayHaveApplied && Retryable(err):
 		err = fmt.Errorf("apply-points-batch for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
@@ -123,6 +121,29 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 		}
 	}
 }
+
+// sendOneByOne applies events[idx...] as apply-points updates, one after
+// the other. Should one fail for a reason that a retry may change (the
+// server unavailable, its outcome unknown), the later ones are not sent and
+// answered with that failure (ErrNotSent), so that no event overtakes an
+// earlier one that a caller will retry.
+func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) {
+	var stop error
+	for _, i := range idx {
+		if stop != nil {
+			out[i].Err = fmt.Errorf("%w: an earlier event of the batch failed: %v", ErrNotSent, stop)
+			continue
+		}
+		out[i].Result, out[i].Err = c.ApplyPoints(ctx, customerID, events[i])
+		if out[i].Err != nil && (Retryable(out[i].Err) || errors.Is(out[i].Err, ErrOutcomeUnknown)) {
+			stop = out[i].Err
+		}
+	}
+}
+
+// ErrNotSent means an event of a batch was not sent because an earlier one
+// failed for a reason a retry may change; retrying it is safe (Retryable).
+var ErrNotSent = errors.New("not sent")
 
 // BatchUpdateID is the update ID of an apply-points-batch update carrying
 // events: a hash of their keys and contents in order, so the same batch sent
