@@ -2,14 +2,13 @@ package rewardsclient
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/workflows"
@@ -38,14 +37,17 @@ const batchOverhead = len(`{"events":[]}`)
 // (workflows.MaxBatchEvents, workflows.MaxBatchBytes) allow, one after the
 // other.
 //
-// Each update's ID is derived from its events (keys and contents), so a
-// retried batch, by this call or by a caller that sends the same events
-// again, is answered by Temporal with its first result inside one run, and
-// by the entity's dedup window with the first answers marked duplicate after
-// that. Should the entity's worker predate apply-points-batch (the update
-// comes back unknown during a deploy), the events go as apply-points updates
-// one by one instead. The error is for the call as a whole: an invalid
-// customer ID or tenant.
+// As ApplyPoints, each update keeps one update ID for all its tries, so a
+// try that reached the workflow before timing out is answered by Temporal
+// with its first result; another call with the same events is another
+// update, which the entity's window answers with the first results marked
+// duplicate, exactly as it answers apply-points sent again. (An ID derived
+// from the events would have Temporal hand a second call the first call's
+// answers, duplicate false, which no event sent alone gets.) Should the
+// entity's worker predate apply-points-batch (the update comes back unknown
+// during a deploy), the events go as apply-points updates one by one
+// instead. The error is for the call as a whole: an invalid customer ID or
+// tenant.
 func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events []workflows.PointEvent) ([]ItemResult, error) {
 	if err := c.validate(customerID); err != nil {
 		return nil, err
@@ -90,7 +92,7 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 	for j, i := range idx {
 		in.Events[j] = events[i]
 	}
-	updateID := BatchUpdateID(in.Events)
+	updateID := uuid.NewString()
 	var res workflows.BatchResult
 	mayHaveApplied := false
 	err := c.retry(ctx, workflows.UpdateApplyPointsBatch, func(ctx context.Context) error {
@@ -144,20 +146,6 @@ func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []w
 // ErrNotSent means an event of a batch was not sent because an earlier one
 // failed for a reason a retry may change; retrying it is safe (Retryable).
 var ErrNotSent = errors.New("not sent")
-
-// BatchUpdateID is the update ID of an apply-points-batch update carrying
-// events: a hash of their keys and contents in order, so the same batch sent
-// again is the same update, and a batch that reuses a key for another event
-// is not (the entity answers it IdempotencyKeyReused instead of Temporal
-// handing back the first batch's answers).
-func BatchUpdateID(events []workflows.PointEvent) string {
-	h := sha256.New()
-	for _, ev := range events {
-		b, _ := json.Marshal(ev) // a PointEvent always encodes
-		fmt.Fprintf(h, "%d:%s\n", len(b), b)
-	}
-	return "batch-" + hex.EncodeToString(h.Sum(nil)[:16])
-}
 
 // unknownUpdate reports whether err is a worker's refusal of an update it
 // has no handler for: a worker of an earlier release during a deploy.

@@ -68,25 +68,3 @@ func TestBatchFallbackKeepsOrder(t *testing.T) {
 		t.Errorf("sent %v, want %v", fake.sent, want)
 	}
 }
-
-// A batch's update ID is the same for the same events, and another for
-// another event under the same key, so that Temporal never answers a reused
-// key with an earlier batch's result.
-func TestBatchUpdateID(t *testing.T) {
-	a := []workflows.PointEvent{{DedupKey: "k-1", Points: 1}, {DedupKey: "k-2", Points: 2}}
-	tests := []struct {
-		name string
-		b    []workflows.PointEvent
-		same bool
-	}{
-		{"the same events", []workflows.PointEvent{{DedupKey: "k-1", Points: 1}, {DedupKey: "k-2", Points: 2}}, true},
-		{"a key with another event", []workflows.PointEvent{{DedupKey: "k-1", Points: 1}, {DedupKey: "k-2", Points: 3}}, false},
-		{"another order", []workflows.PointEvent{{DedupKey: "k-2", Points: 2}, {DedupKey: "k-1", Points: 1}}, false},
-		{"part of them", a[:1], false},
-	}
-	for _, tt := range tests {
-		if got := rewardsclient.BatchUpdateID(a) == rewardsclient.BatchUpdateID(tt.b); got != tt.same {
-			t.Errorf("%s: same ID %v, want %v", tt.name, got, tt.same)
-		}
-	}
-}
