@@ -90,7 +90,11 @@ func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, custo
 }
 
 // checkBatchAnswers asserts that every copy of every event was answered
-// with the first result, and as a duplicate but for exactly one.
+// with the first result, and as a duplicate but for at most one: a try
+// whose answer was lost (a worker killed, a ContinueAsNew between the try
+// and its retry with the same update ID) is answered on its retry from the
+// window, as a duplicate, as apply-points is. That each event was applied
+// once is the entity's status to say (event count and points).
 func checkBatchAnswers(t *testing.T, answers map[int]*[copies]*workflows.PointsResult, n int) {
 	t.Helper()
 	for i := range n {
@@ -112,7 +116,7 @@ func checkBatchAnswers(t *testing.T, answers map[int]*[copies]*workflows.PointsR
 				fresh++
 			}
 		}
-		if fresh != 1 {
+		if fresh > 1 {
 			t.Fatalf("event %d applied %d times: %+v %+v %+v", i, fresh, a[ownBatch], a[shiftedBatch], a[sameBatch])
 		}
 	}
