@@ -25,6 +25,12 @@ const (
 	SignalAddPoints = "add-points"
 	// UpdateApplyPoints carries a PointEvent as an update and returns a PointsResult.
 	UpdateApplyPoints = "apply-points"
+	// UpdateApplyPointsBatch carries a PointEventBatch (up to MaxBatchEvents
+	// events) as one update and returns a BatchResult: one answer per event,
+	// each exactly what apply-points would have answered for that event sent
+	// alone, in the batch's order. It lets a hot customer's queued commands
+	// reach the entity as one update instead of one each.
+	UpdateApplyPointsBatch = "apply-points-batch"
 	// SignalUnenroll ends the entity once every earlier event is applied.
 	SignalUnenroll = "unenroll"
 	// QueryGetStatus returns the entity's Status.
@@ -63,6 +69,11 @@ const (
 	ErrIdempotencyKeyReused = "IdempotencyKeyReused"
 	// ErrInvalidEvent: the event breaks a rule (zero points, bad key, overdraft).
 	ErrInvalidEvent = "InvalidPointEvent"
+	// ErrInvalidBatch: an apply-points-batch update is unusable as a whole
+	// (not a PointEventBatch, no events, too many, too large); its validator
+	// refuses it before it reaches history. A bad event inside a usable batch
+	// is answered on its own instead.
+	ErrInvalidBatch = "InvalidPointEventBatch"
 	// ErrInvalidInput: the workflow's start input is unusable; the run fails.
 	ErrInvalidInput = "InvalidRewardsInput"
 	// ErrNotEnrolled: the customer has unenrolled; no further events are applied

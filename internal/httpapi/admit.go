@@ -30,21 +30,8 @@ func (s *Server) admit(limiter *admission.Limiter, h http.HandlerFunc) http.Hand
 		// entities. An invalid tenant is the handler's to refuse.
 		tenant, _ := idempotency.Tenant(r)
 		ticket, err := limiter.Acquire(r.Context(), workflows.RewardsWorkflowIDFor(tenant, customer))
-		var busy *admission.BusyError
-		switch {
-		case errors.As(err, &busy):
-			s.Metrics.admissionOutcome("rejected")
-			w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter.Round(time.Second)/time.Second)))
-			problem.Write(w, problem.Details{Type: problemEntityBusy, Title: "Entity busy", Status: http.StatusTooManyRequests,
-				Detail: "customer " + customer + " has too many commands in flight; retry after Retry-After with the same Idempotency-Key"})
-			return
-		case err != nil:
-			// The request ended (its caller gone, or its deadline) while it
-			// was queued: nothing ran, and a 503 releases the key.
-			s.Metrics.admissionOutcome("canceled")
-			w.Header().Set("Retry-After", retryAfterUnavailable)
-			problem.Write(w, problem.Details{Type: problemUnavailable, Title: "Request ended while queued",
-				Status: http.StatusServiceUnavailable, Detail: err.Error()})
+		if err != nil {
+			s.refuseAdmission(w, customer, err)
 			return
 		}
 		defer ticket.Release()
@@ -57,6 +44,25 @@ func (s *Server) admit(limiter *admission.Limiter, h http.HandlerFunc) http.Hand
 		defer s.Metrics.admissionInFlight(-1)
 		h(w, r)
 	}
+}
+
+// refuseAdmission answers a command that was refused a slot for customer's
+// entity (admission.BusyError: 429 entity-busy with Retry-After), or whose
+// request ended while it waited for one (503; nothing ran). Both release the
+// command's Idempotency-Key.
+func (s *Server) refuseAdmission(w http.ResponseWriter, customer string, err error) {
+	var busy *admission.BusyError
+	if errors.As(err, &busy) {
+		s.Metrics.admissionOutcome("rejected")
+		w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter.Round(time.Second)/time.Second)))
+		problem.Write(w, problem.Details{Type: problemEntityBusy, Title: "Entity busy", Status: http.StatusTooManyRequests,
+			Detail: "customer " + customer + " has too many commands in flight; retry after Retry-After with the same Idempotency-Key"})
+		return
+	}
+	s.Metrics.admissionOutcome("canceled")
+	w.Header().Set("Retry-After", retryAfterUnavailable)
+	problem.Write(w, problem.Details{Type: problemUnavailable, Title: "Request ended while queued",
+		Status: http.StatusServiceUnavailable, Detail: err.Error()})
 }
 
 // admissionOutcome counts one admission decision.

@@ -52,6 +52,8 @@ func (f *slowTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.Upd
 // queued, the next command is answered 429 entity-busy with Retry-After at
 // once (well before its deadline) and its key is released; another customer
 // is unaffected, and the queued commands all complete once the entity moves.
+// (Batches of one command, so that each queued command holds a place in the
+// queue: how full batches are refused is internal/coalesce's test.)
 func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 	const m, q = 2, 3
 	fake := &slowTemporal{slowID: workflows.RewardsWorkflowID("c-hot"), gate: make(chan struct{})}
@@ -63,6 +65,7 @@ func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
 		Metrics:     httpapi.NewMetrics(reg),
 		Admission:   limiter,
+		PointsBatch: 1,
 		Timeout:     30 * time.Second,
 		Logger:      logger,
 	}

@@ -59,9 +59,16 @@ type Server struct {
 	// claim on the key.
 	Timeout time.Duration
 	// Admission bounds the commands in flight per customer entity (points,
-	// enroll, unenroll); nil takes admission.Limiter's defaults.
+	// enroll, unenroll); nil takes admission.Limiter's defaults. Points
+	// commands that arrive while a customer's slots are taken wait in one
+	// batch per entity, which takes the next free slot as one
+	// apply-points-batch update (internal/coalesce).
 	Admission *admission.Limiter
-	Logger    *slog.Logger
+	// PointsBatch bounds the points commands sent in one apply-points-batch
+	// update (default and most useful: workflows.MaxBatchEvents); a full
+	// batch waits for a slot of its own.
+	PointsBatch int
+	Logger      *slog.Logger
 }
 
 // Handler returns the API's routes, each with the scope it needs: the
@@ -92,7 +99,7 @@ func (s *Server) Handler() http.Handler {
 	if limiter == nil {
 		limiter = &admission.Limiter{}
 	}
-	command("POST /v1/customers/{id}/points", auth.ScopeRewardsWrite, "points", nil, s.admit(limiter, s.applyPoints))
+	command("POST /v1/customers/{id}/points", auth.ScopeRewardsWrite, "points", nil, s.applyPoints(s.pointsBatcher(limiter)))
 	command("POST /v1/customers/{id}/unenroll", auth.ScopeRewardsWrite, "unenroll", nil, s.admit(limiter, s.unenroll))
 	command("POST /v1/customers/{id}/enroll", auth.ScopeRewardsWrite, "enroll", nil, s.admit(limiter, s.enroll))
 	read("GET /v1/customers/{id}", auth.ScopeRewardsRead, s.customerStatus)

@@ -49,6 +49,10 @@ type job struct {
 	// err is a Rejection found while preparing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
+	// point, set for a point event, lets the job go in one
+	// apply-points-batch update with the jobs queued behind it for the
+	// same customer (handlePoints).
+	point *pointJob
 	// attempts counts the real tries to apply the message before this
 	// delivery: the deliveries that were only nacked to keep order or a
 	// bound (deferrals) are not among them, unlike in JetStream's
@@ -463,16 +467,18 @@ func (d *dispatcher) next(key string) *job {
 	return j
 }
 
-// done settles the bookkeeping of j once handled, and reports whether its
-// key has more jobs queued (it stays active and goes back on the ready
-// list) or none (it is inactive again).
-func (d *dispatcher) done(j *job) (more bool) {
+// doneAll settles the bookkeeping of jobs (one key's, taken together) once
+// handled, and reports whether their key has more jobs queued (it stays
+// active and goes back on the ready list) or none (it is inactive again).
+func (d *dispatcher) doneAll(jobs []*job) (more bool) {
 	d.mu.Lock()
-	ks := d.keys[j.key]
+	ks := d.keys[jobs[0].key]
 	more = len(ks.queue) > 0
 	ks.active = more
 	d.mu.Unlock()
-	d.release(j)
+	for _, j := range jobs {
+		d.release(j)
+	}
 	return more
 }
 
@@ -532,8 +538,9 @@ func (d *dispatcher) work(ctx context.Context) {
 	}
 }
 
-// serve handles key's queued jobs: one, then the key goes back on the ready
-// list behind the others; only if the list is full (a consumer whose
+// serve handles key's queued jobs: one (or, for point events, the first
+// and those queued behind it, as one batch), then the key goes back on the
+// ready list behind the others; only if the list is full (a consumer whose
 // MaxAckPending was raised behind this process's back) does the worker go
 // on with the key itself, for a worker must never wait on the list it alone
 // drains.
@@ -543,8 +550,13 @@ func (d *dispatcher) serve(ctx context.Context, key string) {
 		if j == nil {
 			return
 		}
-		d.handle(ctx, j)
-		if !d.done(j) {
+		jobs := d.batchBehind(key, j)
+		if len(jobs) > 1 {
+			d.handlePoints(ctx, jobs)
+		} else {
+			d.handle(ctx, j)
+		}
+		if !d.doneAll(jobs) {
 			return
 		}
 		select {
@@ -575,6 +587,12 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 			d.observeApply(time.Since(began))
 		}
 	}
+	d.settle(ctx, j, outcome, err)
+}
+
+// settle acks, nacks or dead-letters j, tried with outcome or err, as
+// Decide says.
+func (d *dispatcher) settle(ctx context.Context, j *job, outcome string, err error) {
 	dec := Decide(err, j.attempts, d.cfg.Retry)
 	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
 		"attempts", j.attempts, "deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)

@@ -413,14 +413,14 @@ func (in *Ingress) preparePoint(cfg Config, j *job) {
 	}
 	rc := in.Rewards.For(tenant)
 	j.apply = func(ctx context.Context) (string, error) {
-		res, err := rc.ApplyPoints(ctx, customer, ev)
-		switch {
-		case err != nil:
-			return "", err
-		case res.Duplicate:
-			return OutcomeDuplicate, nil
-		}
-		return OutcomeApplied, nil
+		return pointOutcome(rc.ApplyPoints(ctx, customer, ev))
+	}
+	j.point = &pointJob{
+		entity: workflows.RewardsWorkflowIDFor(tenant, customer),
+		event:  ev,
+		send: func(ctx context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error) {
+			return rc.ApplyPointsBatch(ctx, customer, events)
+		},
 	}
 }
 

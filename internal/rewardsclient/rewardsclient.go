@@ -253,9 +253,13 @@ func (c *Client) retry(ctx context.Context, what string, fn func(context.Context
 // Retryable reports whether an error is one the server asks callers to retry
 // (backoff.Transient: a workflow not ready while a ContinueAsNew is retried, a
 // signal refused at the per-run signal limit, a timed-out try, an unavailable
-// or overloaded server), or an entity still ending its unenrollment
-// (Unenrolling). The entity's other answers are final.
+// or overloaded server), an entity still ending its unenrollment
+// (Unenrolling), or an event of a batch left unsent (ErrNotSent). The
+// entity's other answers are final.
 func Retryable(err error) bool {
+	if errors.Is(err, ErrNotSent) {
+		return true
+	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		return appErr.Type() == workflows.ErrUnenrolling

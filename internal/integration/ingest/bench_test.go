@@ -113,3 +113,57 @@ func BenchmarkIngress(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkIngressHotCustomer measures the point events per second one
+// customer's messages get from the stream to applied in its entity (b.N
+// events, already in the stream when the ingress starts), the customer's
+// queued events going as apply-points-batch updates of up to
+// MaxPerCustomer events: with the default (16) and with 500. Run with a
+// fixed -benchtime such as 5000x.
+func BenchmarkIngressHotCustomer(b *testing.B) {
+	for _, perCustomer := range []int{0, 500} {
+		b.Run(fmt.Sprintf("max-per-customer=%d", perCustomer), func(b *testing.B) {
+			e := newEnv(b)
+			e.cfg.Workers, e.cfg.MaxPerCustomer = 0, perCustomer
+			customer := fmt.Sprintf("hot-%d", time.Now().UnixNano())
+			if _, err := e.rewards.ApplyPoints(context.Background(), customer, workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+				b.Fatal(err)
+			}
+			e.startOn(e.js, nil)() // creates the streams and the durable consumer
+			var futures []jetstream.PubAckFuture
+			for i := range b.N {
+				m := nats.NewMsg(ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer))
+				m.Data = mustJSON(b, workflows.PointEvent{DedupKey: fmt.Sprint("e-", i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)})
+				f, err := e.js.PublishMsgAsync(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				futures = append(futures, f)
+			}
+			for _, f := range futures {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					b.Fatal(err)
+				}
+			}
+			reg := prometheus.NewRegistry()
+			b.ResetTimer()
+			stop := e.startOn(e.js, reg)
+			waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
+				return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(counter(b, reg, "ingest_retried_total", map[string]string{"reason": "deferred"}), "deferred")
+			stop()
+			st, err := e.rewards.Status(context.Background(), customer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.EventCount != int64(b.N)+1 {
+				b.Errorf("%d events applied, want %d", st.EventCount, b.N+1)
+			}
+		})
+	}
+}

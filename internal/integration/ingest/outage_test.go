@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/entityflow/entityflow/internal/ingress"
@@ -148,8 +147,9 @@ func TestIngressTemporalOutage(t *testing.T) {
 		counter(t, reg, "ingest_consumed_total", nil))
 }
 
-// appliedOrder returns the dedup keys of the apply-points updates the
-// entity's current run accepted, each once, in the order it accepted them.
+// appliedOrder returns the dedup keys of the point events of the
+// apply-points and apply-points-batch updates the entity's current run
+// accepted, each once, in the order it accepted them.
 func appliedOrder(t *testing.T, c client.Client, workflowID string) []string {
 	t.Helper()
 	var keys []string
@@ -160,17 +160,12 @@ func appliedOrder(t *testing.T, c client.Client, workflowID string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		acc := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
-		if acc == nil || acc.GetAcceptedRequest().GetInput().GetName() != workflows.UpdateApplyPoints {
-			continue
-		}
-		var pe workflows.PointEvent
-		if err := converter.GetDefaultDataConverter().FromPayloads(acc.GetAcceptedRequest().GetInput().GetArgs(), &pe); err != nil {
-			t.Fatal(err)
-		}
-		if !seen[pe.DedupKey] {
-			seen[pe.DedupKey] = true
-			keys = append(keys, pe.DedupKey)
+		events, _ := acceptedEvents(t, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes())
+		for _, pe := range events {
+			if !seen[pe.DedupKey] {
+				seen[pe.DedupKey] = true
+				keys = append(keys, pe.DedupKey)
+			}
 		}
 	}
 	return keys

@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -312,7 +314,9 @@ func appliedSources(t testing.TB, ctx context.Context, c client.Client, workflow
 	var runs [][]string
 	for runID := ""; ; {
 		var ids, updates []string
+		var items []int // each id's place in its update's events
 		failed := map[string]bool{}
+		itemFailed := map[string][]bool{} // per batch update, its events refused
 		previous := ""
 		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
@@ -323,23 +327,27 @@ func appliedSources(t testing.TB, ctx context.Context, c client.Client, workflow
 			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
 				previous = a.GetContinuedExecutionRunId()
 			}
-			if a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil && a.GetOutcome().GetFailure() != nil {
-				failed[a.GetMeta().GetUpdateId()] = true
+			if a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+				if a.GetOutcome().GetFailure() != nil {
+					failed[a.GetMeta().GetUpdateId()] = true
+				} else if refused := batchRefusals(a.GetOutcome().GetSuccess()); refused != nil {
+					itemFailed[a.GetMeta().GetUpdateId()] = refused
+				}
 			}
-			a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
-			if a == nil || a.GetAcceptedRequest().GetInput().GetName() != workflows.UpdateApplyPoints {
+			events, ok := acceptedEvents(t, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes())
+			if !ok {
 				continue
 			}
-			var pe workflows.PointEvent
-			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetAcceptedRequest().GetInput().GetArgs(), &pe); err != nil {
-				t.Fatalf("history of %s: %v", workflowID, err)
+			for i, pe := range events {
+				ids = append(ids, pe.SourceID)
+				updates = append(updates, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetMeta().GetUpdateId())
+				items = append(items, i)
 			}
-			ids = append(ids, pe.SourceID)
-			updates = append(updates, a.GetAcceptedRequest().GetMeta().GetUpdateId())
 		}
 		var ok []string
 		for i, id := range ids {
-			if !failed[updates[i]] {
+			refused := itemFailed[updates[i]]
+			if !failed[updates[i]] && (items[i] >= len(refused) || !refused[items[i]]) {
 				ok = append(ok, id)
 			}
 		}
@@ -360,6 +368,43 @@ func appliedSources(t testing.TB, ctx context.Context, c client.Client, workflow
 		}
 	}
 	return order
+}
+
+// acceptedEvents returns the point events of an accepted apply-points or
+// apply-points-batch update, in order; ok is false for any other event.
+func acceptedEvents(t testing.TB, a *historypb.WorkflowExecutionUpdateAcceptedEventAttributes) (events []workflows.PointEvent, ok bool) {
+	t.Helper()
+	input := a.GetAcceptedRequest().GetInput()
+	dc := converter.GetDefaultDataConverter()
+	switch input.GetName() {
+	case workflows.UpdateApplyPoints:
+		var pe workflows.PointEvent
+		if err := dc.FromPayloads(input.GetArgs(), &pe); err != nil {
+			t.Fatalf("apply-points input: %v", err)
+		}
+		return []workflows.PointEvent{pe}, true
+	case workflows.UpdateApplyPointsBatch:
+		var b workflows.PointEventBatch
+		if err := dc.FromPayloads(input.GetArgs(), &b); err != nil {
+			t.Fatalf("apply-points-batch input: %v", err)
+		}
+		return b.Events, true
+	}
+	return nil, false
+}
+
+// batchRefusals returns, for a completed apply-points-batch update's
+// result, which of its events were refused; nil for any other result.
+func batchRefusals(result *commonpb.Payloads) []bool {
+	var res workflows.BatchResult
+	if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil || res.Results == nil {
+		return nil
+	}
+	refused := make([]bool, len(res.Results))
+	for i, r := range res.Results {
+		refused[i] = r.Error != nil
+	}
+	return refused
 }
 
 // logUpdates logs the apply-points updates of a rewards entity's runs as
@@ -384,9 +429,10 @@ func logUpdates(t testing.TB, ctx context.Context, c client.Client, workflowID s
 				t.Logf("  %v completed %s failure=%v", ev.GetEventTime().AsTime().Format("15:04:05.000"), a.GetMeta().GetUpdateId(), a.GetOutcome().GetFailure().GetMessage())
 			}
 			if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
-				var pe workflows.PointEvent
-				_ = converter.GetDefaultDataConverter().FromPayloads(a.GetAcceptedRequest().GetInput().GetArgs(), &pe)
-				t.Logf("  %v accepted %s %s key %s", ev.GetEventTime().AsTime().Format("15:04:05.000"), a.GetAcceptedRequest().GetMeta().GetUpdateId(), pe.SourceID, pe.DedupKey)
+				events, _ := acceptedEvents(t, a)
+				for _, pe := range events {
+					t.Logf("  %v accepted %s %s key %s", ev.GetEventTime().AsTime().Format("15:04:05.000"), a.GetAcceptedRequest().GetMeta().GetUpdateId(), pe.SourceID, pe.DedupKey)
+				}
 			}
 		}
 		if previous == "" {
