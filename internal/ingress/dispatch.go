@@ -63,6 +63,10 @@ type job struct {
 	// tenant's quota comes back for that token, carried meanwhile by its
 	// key's waiting entry like attempts.
 	booked time.Time
+	// admitted: the tenant's quota let this delivery through (a token
+	// taken, or its booked one due), in submit or, for a message parked
+	// there, in handle.
+	admitted bool
 }
 
 // keyState is what the dispatcher knows of one key.
@@ -429,8 +433,8 @@ func (d *dispatcher) submit(j *job) {
 		d.nak(j, delay, reason)
 		return
 	}
-	j.booked = time.Time{}  // its token is spent: a retry takes another
-	delete(ks.waiting, seq) // back (if it was away), and its turn
+	j.booked, j.admitted = time.Time{}, true // its token is spent: a retry takes another
+	delete(ks.waiting, seq)                  // back (if it was away), and its turn
 	ks.held++
 	ks.enqueue(j)
 	d.jobs[j] = struct{}{}
@@ -467,6 +471,31 @@ func (d *dispatcher) quota(j *job, now time.Time) time.Duration {
 		j.booked = now.Add(wait)
 	}
 	return wait
+}
+
+// overQuota takes a token of j's tenant for a job not yet admitted (one
+// that was parked when it came, and so skipped submit's checks), and
+// reports how long it must wait when there is none; j is then recorded as
+// waiting, with the token it booked.
+func (d *dispatcher) overQuota(j *job) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.admitted {
+		return 0, false
+	}
+	now := time.Now()
+	wait := d.quota(j, now)
+	if wait <= 0 {
+		j.booked, j.admitted = time.Time{}, true
+		return 0, false
+	}
+	ks := d.keys[j.key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[j.key] = ks
+	}
+	d.nacked(ks, j, now, wait)
+	return wait, true
 }
 
 // makeReady puts key on the ready list; when stopping, stop nacks its jobs.
@@ -607,6 +636,11 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 	if left, ok := d.backingOff(j); ok {
 		// An earlier message of the key is backing off: this one follows it.
 		d.nak(j, left, "deferred")
+		return
+	}
+	if left, ok := d.overQuota(j); ok {
+		// Parked on arrival (inheritance), it meets its tenant's quota now.
+		d.nak(j, left, ReasonTenantLimited)
 		return
 	}
 	j.attempts++

@@ -162,3 +162,33 @@ func TestQuotasBook(t *testing.T) {
 		t.Error("quotas without any rate: want none")
 	}
 }
+
+// Messages parked on arrival (an inheritance) skipped submit's checks: they
+// meet their tenant's quota when their turn comes, the first on the
+// tenant's token, the next nacked for the token it booked, and the one
+// behind it in its customer's line nacked so as not to overtake it.
+func TestTenantQuotaAppliesToParkedMessages(t *testing.T) {
+	h := newHarness(t, Config{Workers: 2, AckWait: time.Minute, TenantRate: 1, TenantBurst: 1})
+	var log applyLog
+	h.d.inherit("C", map[string]bool{"points/a": true}, 3, 3)
+	a1, a2, a3 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("a", 3)
+	for _, m := range []*fakeMsg{a1, a2, a3} { // the last one back: the parked go on
+		h.submitTenant(m, "t-1", "points/a", log.applied(m))
+	}
+	waitSettled(t, a1, a2, a3)
+	if s, _ := a1.state(); s != "ack" {
+		t.Errorf("%v: want ack on the tenant's token", a1)
+	}
+	if s, d := a2.state(); s != "nak" || d <= 0 || d > time.Second {
+		t.Errorf("%v: want nak for the token it booked, at most 1s", a2)
+	}
+	if s, d := a3.state(); s != "nak" || d <= 0 {
+		t.Errorf("%v: want nak behind a2", a3)
+	}
+	if got := log.order(); got != "[1]" {
+		t.Errorf("applied %s, want only a1", got)
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.retried.WithLabelValues(SourcePoints, ReasonTenantLimited)); got != 1 {
+		t.Errorf("retried{tenant_limited} = %v, want 1 (a2; a3 is deferred behind it)", got)
+	}
+}
