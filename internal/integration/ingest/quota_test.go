@@ -23,10 +23,10 @@ import (
 func TestIngressTenantQuota(t *testing.T) {
 	e := newEnv(t)
 	const (
-		noisy, quiet               = "t-1", "t-2"
-		noisyCustomers, noisyEach  = 4, 5
-		quietCustomers, quietEach  = 2, 10
-		noisyRate       rate.Limit = 0.5
+		noisy, quiet                         = "t-1", "t-2"
+		noisyCustomers, noisyEach            = 4, 5
+		quietCustomers, quietEach            = 2, 10
+		noisyRate                 rate.Limit = 0.5
 	)
 	e.cfg.TenantRates = map[string]rate.Limit{noisy: noisyRate}
 	e.cfg.TenantBurst = 1
