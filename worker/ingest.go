@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/ingress"
 	"github.com/entityflow/entityflow/internal/platform"
@@ -64,7 +66,15 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		enabled = b
 	}
 	ic := &c.ingress
-	var tenants string
+	var tenants, tenantRates string
+	tenantRate := 0.0
+	if v := getenv("INGEST_TENANT_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("INGEST_TENANT_RATE=%q: want messages per second, 0 or inf for no limit", v))
+		}
+		tenantRate = f
+	}
 	fs.BoolVar(&c.enabled, "ingest", enabled, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that (env INGEST_ENABLED)")
 	fs.StringVar(&c.natsURL, "nats-url", envOr(getenv, "NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
 	sec := ingress.SecurityFromEnv(getenv)
@@ -94,6 +104,9 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
 	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
+	fs.Float64Var(&tenantRate, "ingest-tenant-rate", tenantRate, "each tenant's quota in messages applied per `second` by this process; over it a tenant's messages are nacked until its next token (never dead-lettered, not counted as attempts); 0 or inf: no limit (env INGEST_TENANT_RATE)")
+	fs.IntVar(&ic.TenantBurst, "ingest-tenant-burst", envNum("INGEST_TENANT_BURST", 0), "messages a tenant may have applied at once above its quota; 0: one second of its rate (env INGEST_TENANT_BURST)")
+	fs.StringVar(&tenantRates, "ingest-tenant-rates", getenv("INGEST_TENANT_RATES"), "per-tenant quotas over -ingest-tenant-rate, comma-separated `tenant=rate` pairs such as t-1=50,t-2=inf (env INGEST_TENANT_RATES)")
 	return func() error {
 		if err := errors.Join(envErrs...); err != nil {
 			return err
@@ -105,6 +118,10 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 			if t = strings.TrimSpace(t); t != "" {
 				ic.Tenants = append(ic.Tenants, t)
 			}
+		}
+		var err error
+		if ic.TenantRate, ic.TenantRates, err = parseTenantRates(tenantRate, tenantRates); err != nil {
+			return err
 		}
 		for _, n := range []struct {
 			name string
@@ -134,6 +151,40 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		}
 		return ic.Validate()
 	}
+}
+
+// parseTenantRates reads -ingest-tenant-rate (0 or inf: no limit) and
+// -ingest-tenant-rates ("t-1=50,t-2=inf") as the ingress's quotas.
+func parseTenantRates(all float64, perTenant string) (rate.Limit, map[string]rate.Limit, error) {
+	limit := func(f float64) rate.Limit {
+		if math.IsInf(f, 1) {
+			return rate.Inf
+		}
+		return rate.Limit(f)
+	}
+	if all < 0 || math.IsNaN(all) {
+		return 0, nil, fmt.Errorf("-ingest-tenant-rate must be 0 or more (0 or inf: no limit), not %v", all)
+	}
+	base := limit(all)
+	if base == rate.Inf {
+		base = 0 // a Config's "no limit"
+	}
+	var rates map[string]rate.Limit
+	for _, pair := range strings.Split(perTenant, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		tenant, v, ok := strings.Cut(pair, "=")
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil || !(f > 0) {
+			return 0, nil, fmt.Errorf("-ingest-tenant-rates: %q: want tenant=rate, the rate more than 0 or inf", pair)
+		}
+		if rates == nil {
+			rates = map[string]rate.Limit{}
+		}
+		rates[strings.TrimSpace(tenant)] = limit(f)
+	}
+	return base, rates, nil
 }
 
 // startIngress connects to NATS (waiting until it answers) and runs the

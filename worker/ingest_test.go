@@ -2,12 +2,15 @@ package main
 
 import (
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/ingress"
 )
@@ -57,6 +60,18 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "flag over environment", args: []string{"-ingest", "-ingest-max-per-customer", "4", "-ingest-workers", "8"}, env: map[string]string{"INGEST_MAX_PER_CUSTOMER": "32"}, want: func(c config) bool {
 			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Workers == 8
 		}},
+		{name: "tenant quotas", args: []string{"-ingest", "-ingest-tenant-rate", "20", "-ingest-tenant-burst", "5", "-ingest-tenant-rates", "t-1=50, t-2=inf"}, want: func(c config) bool {
+			ic := c.ingest.ingress
+			return ic.TenantRate == 20 && ic.TenantBurst == 5 && maps.Equal(ic.TenantRates, map[string]rate.Limit{"t-1": 50, "t-2": rate.Inf})
+		}},
+		{name: "tenant quotas from the environment", args: on, env: map[string]string{"INGEST_TENANT_RATE": "inf", "INGEST_TENANT_RATES": "t-1=5"}, want: func(c config) bool {
+			ic := c.ingest.ingress
+			return ic.TenantRate == 0 && ic.TenantBurst == 0 && maps.Equal(ic.TenantRates, map[string]rate.Limit{"t-1": 5})
+		}},
+		{name: "no tenant quota by default", args: on, want: func(c config) bool {
+			ic := c.ingest.ingress
+			return ic.TenantRate == 0 && ic.TenantRates == nil
+		}},
 		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.ingest.enabled }},
 		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == ingress.NeverGiveUp }},
 		{name: "settings unchecked while off", args: []string{"-ingest-workers", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
@@ -76,6 +91,12 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "overlapping prefixes", args: []string{"-ingest", "-ingest-dead-letter-prefix", "rewards.dead"}, wantErr: "overlap"},
 		{name: "wildcard prefix", args: []string{"-ingest", "-ingest-points-prefix", "rewards.*"}, wantErr: "literal subject tokens"},
 		{name: "stream name with a dot", args: []string{"-ingest", "-ingest-points-stream", "a.b"}, wantErr: "JetStream name"},
+		{name: "negative tenant rate", args: []string{"-ingest", "-ingest-tenant-rate", "-1"}, wantErr: "-ingest-tenant-rate must be 0 or more"},
+		{name: "bad tenant rate pair", args: []string{"-ingest", "-ingest-tenant-rates", "t-1:5"}, wantErr: "want tenant=rate"},
+		{name: "zero tenant rate", args: []string{"-ingest", "-ingest-tenant-rates", "t-1=0"}, wantErr: "more than 0"},
+		{name: "bad tenant in the rates", args: []string{"-ingest", "-ingest-tenant-rates", "-x=5"}, wantErr: "tenant rate of"},
+		{name: "negative tenant burst", args: []string{"-ingest", "-ingest-tenant-burst", "-1"}, wantErr: "tenant burst"},
+		{name: "bad tenant rate in the environment", env: map[string]string{"INGEST_TENANT_RATE": "fast"}, wantErr: "INGEST_TENANT_RATE"},
 		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: "tenant_id"},
 		{name: "NATS: plain text without credentials by default", args: on, want: func(c config) bool { return c.ingest.nats == ingress.Security{} }},
 		{name: "NATS: TLS, client certificate and user from the environment", env: map[string]string{

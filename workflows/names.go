@@ -5,6 +5,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -122,6 +124,25 @@ func TenantOrDefault(tenant string) string {
 		return DefaultTenant
 	}
 	return tenant
+}
+
+// MaxFairnessKeyBytes is the longest fairness key Temporal accepts.
+const MaxFairnessKeyBytes = 64
+
+// FairnessKey returns the task-queue fairness key of tenant's workflows
+// (temporal.Priority.FairnessKey): the tenant ID, DefaultTenant for an empty
+// one, so that a server with fairness enabled shares each task queue's
+// dispatch among tenants rather than in arrival order. A tenant ID longer
+// than MaxFairnessKeyBytes (tenant IDs may have 100) keeps its first 47
+// bytes followed by '~' and 16 hex digits of its SHA-256, unique in practice
+// and the same on every call.
+func FairnessKey(tenant string) string {
+	tenant = TenantOrDefault(tenant)
+	if len(tenant) <= MaxFairnessKeyBytes {
+		return tenant
+	}
+	sum := sha256.Sum256([]byte(tenant))
+	return tenant[:MaxFairnessKeyBytes-17] + "~" + hex.EncodeToString(sum[:8])
 }
 
 // ValidateTenantID checks a tenant ID by the contracts' tenant_id rule: 1 to

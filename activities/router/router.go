@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/workflows"
@@ -125,6 +126,9 @@ func StartRun(ctx context.Context, c client.Client, workflowID string, in workfl
 		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// Its tasks, children and their activities inherit the tenant's
+		// fairness key.
+		Priority: temporal.Priority{FairnessKey: workflows.FairnessKey(in.TenantID)},
 	}
 	_, err := c.ExecuteWorkflow(ctx, opts, workflows.RunActivityWorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

@@ -7,6 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/workflows"
@@ -104,6 +105,9 @@ func Options(def contracts.ActivityDefinition, now time.Time) (client.ScheduleOp
 			Args:                     []any{workflows.FireInput{Definition: def}},
 			TaskQueue:                workflows.ActivitiesTaskQueue,
 			WorkflowExecutionTimeout: fireTimeout(policy.CatchupWindow),
+			// The fire, and the run it starts, are dispatched by the
+			// tenant's fairness key.
+			Priority: temporal.Priority{FairnessKey: workflows.FairnessKey(def.TenantID)},
 		},
 		Overlap:       policy.Overlap,
 		CatchupWindow: policy.CatchupWindow,

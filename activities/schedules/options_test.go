@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/workflows"
@@ -80,6 +81,7 @@ func TestOptions(t *testing.T) {
 				Args:                     []any{workflows.FireInput{Definition: withDefaults(tt.def)}},
 				TaskQueue:                "activities",
 				WorkflowExecutionTimeout: min(tt.catchup+time.Hour, MaxCatchupWindow),
+				Priority:                 temporal.Priority{FairnessKey: tt.def.TenantID},
 			}, opts.Action)
 			assert.Equal(t, tt.overlap, opts.Overlap)
 			assert.Equal(t, tt.catchup, opts.CatchupWindow)

@@ -92,7 +92,8 @@ func putCron(ctx context.Context, sc client.ScheduleClient, dc converter.DataCon
 
 // isCurrent says whether a described schedule already is what opts asks for:
 // the same fire workflow with the same definition (which holds the
-// expression), the same time zone, overlap policy and catchup window. A hand
+// expression) and priority (the tenant's fairness key), the same time zone,
+// overlap policy and catchup window. A hand
 // edit of other fields of the spec or action is not detected. The stored
 // argument is read with dc (nil: the SDK's default), so that an encrypted one
 // (a payload codec; every encryption differs) compares by its content.
@@ -101,7 +102,7 @@ func isCurrent(current client.Schedule, opts client.ScheduleOptions, dc converte
 	want, wantOK := opts.Action.(*client.ScheduleWorkflowAction)
 	if !ok || !wantOK || current.Spec == nil || current.Policy == nil ||
 		got.ID != want.ID || got.Workflow != want.Workflow || got.TaskQueue != want.TaskQueue ||
-		got.WorkflowExecutionTimeout != want.WorkflowExecutionTimeout ||
+		got.WorkflowExecutionTimeout != want.WorkflowExecutionTimeout || got.Priority != want.Priority ||
 		current.Spec.TimeZoneName != opts.Spec.TimeZoneName ||
 		current.Policy.Overlap != opts.Overlap || current.Policy.CatchupWindow != opts.CatchupWindow ||
 		len(got.Args) != 1 || len(want.Args) != 1 {

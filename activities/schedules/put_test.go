@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/workflows"
@@ -56,6 +57,9 @@ func TestIsCurrent(t *testing.T) {
 		{"other workflow", func(s *client.Schedule) { s.Action.(*client.ScheduleWorkflowAction).Workflow = "Other" }, false},
 		{"other task queue", func(s *client.Schedule) { s.Action.(*client.ScheduleWorkflowAction).TaskQueue = "rewards" }, false},
 		{"other timeout", func(s *client.Schedule) { s.Action.(*client.ScheduleWorkflowAction).WorkflowExecutionTimeout = 0 }, false},
+		{"no fairness key (created before fairness keys)", func(s *client.Schedule) {
+			s.Action.(*client.ScheduleWorkflowAction).Priority = temporal.Priority{}
+		}, false},
 		{"no policy", func(s *client.Schedule) { s.Policy = nil }, false},
 	}
 	for _, tt := range tests {

@@ -516,6 +516,19 @@ func FastVersioning() map[string]any {
 	}
 }
 
+// Fairness returns the dynamic-config values that turn on task-queue
+// fairness on server v1.32.1: matching.enableFairness (off by default; it
+// implies the priority matcher, matching.useNewMatcher, on by default since
+// v1.30). Each task queue then dispatches its tasks in proportion to their
+// fairness keys' weights (workflows.FairnessKey: one key per tenant, weight
+// 1 unless overridden with UpdateTaskQueueConfig) instead of in arrival
+// order, so that one tenant's backlog does not queue another's tasks behind
+// it. `make run-cluster` starts the server with these values (cluster
+// -fairness=false leaves them out).
+func Fairness() map[string]any {
+	return map[string]any{"matching.enableFairness": true}
+}
+
 // TestPort is the frontend port of the servers ForTest starts, apart from
 // `make run-cluster`'s (7633) so that both can run at once.
 const TestPort = 7733

@@ -32,6 +32,9 @@ matching.wv.VersionDrainageStatusRefreshInterval:
 matching.wv.VersionDrainageStatusVisibilityGracePeriod:
     - value: 5s
 `},
+		{"fairness", Fairness(), `matching.enableFairness:
+    - value: true
+`},
 		{"types", map[string]any{"b": true, "a": 3, "c": "x"}, `a:
     - value: 3
 b:

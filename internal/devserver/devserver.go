@@ -91,6 +91,17 @@ func SearchAttributeArgs() []string {
 	return args
 }
 
+// FairnessArgs are the `temporal server start-dev` flags that turn on
+// task-queue fairness (dynamic config matching.enableFairness, which implies
+// the priority matcher matching.useNewMatcher; server 1.29.1 has both, off
+// by default): each queue's tasks are then dispatched in proportion to their
+// fairness keys' weights (workflows.FairnessKey: one key per tenant) rather
+// than in arrival order. Every server this package starts, and `make run`'s,
+// has them.
+func FairnessArgs() []string {
+	return []string{"--dynamic-config-value", "matching.enableFairness=true"}
+}
+
 // Options adjust a started server. The zero value gives an in-memory server on
 // a free port.
 type Options struct {
@@ -129,7 +140,7 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 		DBFilename:       opts.DBFilename,
 		LogLevel:         "error",
 		SearchAttributes: SearchAttributes(),
-		ExtraArgs:        opts.ExtraArgs,
+		ExtraArgs:        append(FairnessArgs(), opts.ExtraArgs...),
 		// The server's banner would land in the middle of a benchmark's
 		// result line (go test merges the output streams); its errors stay.
 		Stdout: io.Discard,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -89,6 +91,19 @@ type Config struct {
 	// Tenants the ingress serves; empty means any valid tenant ID. A
 	// message of another tenant is dead-lettered (unknown-tenant).
 	Tenants []string
+
+	// TenantRate is each tenant's quota in messages applied per second by
+	// this process (0: no limit), TenantRates overrides it per tenant
+	// (rate.Inf: none for that tenant), and TenantBurst is how many a
+	// tenant may have applied at once above its rate (default: one
+	// second's worth of its rate, at least 1). A message over its tenant's
+	// quota books the tenant's next token and is nacked until it is due:
+	// never dead-lettered, and not counted among its attempts; other
+	// tenants' messages go on. The quota is per process: with N processes
+	// sharing the partitions a tenant gets up to N times it.
+	TenantRate  rate.Limit
+	TenantRates map[string]rate.Limit
+	TenantBurst int
 }
 
 // Off is the stream name that turns a source off.
@@ -189,6 +204,20 @@ func (c Config) Validate() error {
 	for _, t := range c.Tenants {
 		if err := workflows.ValidateTenantID(t); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if c.TenantRate < 0 {
+		errs = append(errs, fmt.Errorf("tenant rate %v: want 0 (no limit) or more", c.TenantRate))
+	}
+	if c.TenantBurst < 0 {
+		errs = append(errs, fmt.Errorf("tenant burst %d: want 0 (one second of the rate) or more", c.TenantBurst))
+	}
+	for t, l := range c.TenantRates {
+		if err := workflows.ValidateTenantID(t); err != nil {
+			errs = append(errs, fmt.Errorf("tenant rate of %q: %w", t, err))
+		}
+		if l <= 0 {
+			errs = append(errs, fmt.Errorf("tenant rate of %q is %v: want more than 0 (inf: no limit)", t, l))
 		}
 	}
 	return errors.Join(errs...)

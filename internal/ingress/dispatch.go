@@ -59,6 +59,18 @@ type job struct {
 	// NumDelivered. While the message is away after a nak, its key's
 	// waiting entry carries the count; a new process starts from 0.
 	attempts uint64
+	// tenant is the message's tenant, whose quota it takes a token of;
+	// empty for a message rejected before its tenant was known.
+	tenant string
+	// booked is when the tenant's token booked for the message is due
+	// (quotas.book), zero if it has none: a message nacked for its
+	// tenant's quota comes back for that token, carried meanwhile by its
+	// key's waiting entry like attempts.
+	booked time.Time
+	// admitted: the tenant's quota let this delivery through (a token
+	// taken, or its booked one due), in submit or, for a message parked
+	// there, in handle.
+	admitted bool
 }
 
 // keyState is what the dispatcher knows of one key.
@@ -91,6 +103,7 @@ type keyState struct {
 type waiter struct {
 	due      time.Time
 	attempts uint64
+	booked   time.Time
 }
 
 // enqueue puts j in the key's queue in stream order: a message that comes
@@ -131,13 +144,14 @@ func (ks *keyState) firstWaiting(now time.Time, grace time.Duration, seq uint64)
 	return first, due, ahead, ok
 }
 
-// wait records that the message seq, tried attempts times so far, was
-// nacked for delay.
-func (ks *keyState) wait(seq, attempts uint64, now time.Time, delay time.Duration) {
+// wait records that the message seq, tried attempts times so far and
+// holding a tenant's token booked for then (zero: none), was nacked for
+// delay.
+func (ks *keyState) wait(seq, attempts uint64, booked, now time.Time, delay time.Duration) {
 	if ks.waiting == nil {
 		ks.waiting = map[uint64]waiter{}
 	}
-	ks.waiting[seq] = waiter{due: now.Add(delay), attempts: attempts}
+	ks.waiting[seq] = waiter{due: now.Add(delay), attempts: attempts, booked: booked}
 }
 
 // dispatcher queues jobs per key and hands keys with work to a pool of
@@ -162,6 +176,8 @@ type dispatcher struct {
 	jobs         map[*job]struct{}
 	// avgApply is a moving average of the time to apply a message.
 	avgApply time.Duration
+	// quotas are the tenants' token buckets; nil when none is limited.
+	quotas *quotas
 }
 
 // applyTime returns the recent time to apply a message; d.mu is held.
@@ -190,7 +206,7 @@ func newDispatcher(in *Ingress, cfg Config) *dispatcher {
 	// key that can have work.
 	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, (cfg.Partitions+2)*cfg.MaxAckPending+cfg.Workers),
 		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace,
-		inhs: map[string]*inheritance{}}
+		inhs: map[string]*inheritance{}, quotas: newQuotas(cfg)}
 }
 
 // start runs the Workers and the keep-alive loop on ctx, which
@@ -247,9 +263,10 @@ const minOrderDelay = 50 * time.Millisecond
 func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.Second }
 
 // nacked records that j was nacked for delay (capped as nak caps it): its
-// key waits for it, and keeps its count of attempts for its next delivery.
+// key waits for it, and keeps its count of attempts and its booked token
+// for its next delivery.
 func (d *dispatcher) nacked(ks *keyState, j *job, now time.Time, delay time.Duration) {
-	ks.wait(j.meta.Sequence.Stream, j.attempts, now, d.capDelay(delay))
+	ks.wait(j.meta.Sequence.Stream, j.attempts, j.booked, now, d.capDelay(delay))
 }
 
 // inheritGrace is how long past the ack wait the messages a predecessor
@@ -360,9 +377,9 @@ func (d *dispatcher) unpark(consumer string) (ready []string) {
 }
 
 // submit takes a job from a consumer: nacked at once when its key is
-// deferred, when an earlier message of its key is still to come back, or
-// when the key is at MaxPerCustomer; queued behind the key's others
-// otherwise.
+// deferred, when an earlier message of its key is still to come back, when
+// the key is at MaxPerCustomer, or when its tenant has no token (quota);
+// queued behind the key's others otherwise.
 func (d *dispatcher) submit(j *job) {
 	if d.stopping() {
 		d.nak(j, 0, "shutdown")
@@ -376,10 +393,10 @@ func (d *dispatcher) submit(j *job) {
 		ks = &keyState{consumer: j.meta.Consumer}
 		d.keys[j.key] = ks
 	}
-	// A message back after a nak resumes its count of attempts; one this
-	// process has not nacked (a first delivery, or one after a restart)
-	// starts from 0.
-	j.attempts = ks.waiting[seq].attempts
+	// A message back after a nak resumes its count of attempts and its
+	// booked token; one this process has not nacked (a first delivery, or
+	// one after a restart) starts from 0 and none.
+	j.attempts, j.booked = ks.waiting[seq].attempts, ks.waiting[seq].booked
 	parked, ready := d.park(ks, j)
 	if parked {
 		d.mu.Unlock()
@@ -408,13 +425,20 @@ func (d *dispatcher) submit(j *job) {
 	case ks.held >= d.cfg.MaxPerCustomer:
 		delay = max(turn, d.cfg.DeferDelay)
 	}
+	reason := "deferred"
+	if delay == 0 {
+		if delay = d.quota(j, now); delay > 0 {
+			reason = ReasonTenantLimited
+		}
+	}
 	if delay > 0 {
 		d.nacked(ks, j, now, delay)
 		d.mu.Unlock()
-		d.nak(j, delay, "deferred")
+		d.nak(j, delay, reason)
 		return
 	}
-	delete(ks.waiting, seq) // back (if it was away), and its turn
+	j.booked, j.admitted = time.Time{}, true // its token is spent: a retry takes another
+	delete(ks.waiting, seq)                  // back (if it was away), and its turn
 	ks.held++
 	ks.enqueue(j)
 	d.jobs[j] = struct{}{}
@@ -425,6 +449,57 @@ func (d *dispatcher) submit(j *job) {
 	if activate {
 		d.makeReady(j.key)
 	}
+}
+
+// ReasonTenantLimited is the reason label of ingest_retried_total for a
+// message nacked because its tenant is over its quota (Config.TenantRate).
+const ReasonTenantLimited = "tenant_limited"
+
+// quota returns how long j must wait for a token of its tenant's, zero if
+// it may go now; d.mu is held. A message that comes back for the token it
+// booked goes once the token is due (or about: JetStream's redelivery may
+// be a little early), and is nacked again for the rest of the wait when it
+// came back earlier (a nak's delay is capped by the ack wait).
+func (d *dispatcher) quota(j *job, now time.Time) time.Duration {
+	switch {
+	case d.quotas == nil || j.tenant == "":
+		return 0
+	case !j.booked.IsZero():
+		if left := j.booked.Sub(now); left > minOrderDelay {
+			return left
+		}
+		return 0
+	}
+	wait := d.quotas.book(j.tenant, now)
+	if wait > 0 {
+		j.booked = now.Add(wait)
+	}
+	return wait
+}
+
+// overQuota takes a token of j's tenant for a job not yet admitted (one
+// that was parked when it came, and so skipped submit's checks), and
+// reports how long it must wait when there is none; j is then recorded as
+// waiting, with the token it booked.
+func (d *dispatcher) overQuota(j *job) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.admitted {
+		return 0, false
+	}
+	now := time.Now()
+	wait := d.quota(j, now)
+	if wait <= 0 {
+		j.booked, j.admitted = time.Time{}, true
+		return 0, false
+	}
+	ks := d.keys[j.key]
+	if ks == nil {
+		ks = &keyState{}
+		d.keys[j.key] = ks
+	}
+	d.nacked(ks, j, now, wait)
+	return wait, true
 }
 
 // makeReady puts key on the ready list; when stopping, stop nacks its jobs.
@@ -573,6 +648,11 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 	if left, ok := d.backingOff(j); ok {
 		// An earlier message of the key is backing off: this one follows it.
 		d.nak(j, left, "deferred")
+		return
+	}
+	if left, ok := d.overQuota(j); ok {
+		// Parked on arrival (inheritance), it meets its tenant's quota now.
+		d.nak(j, left, ReasonTenantLimited)
 		return
 	}
 	j.attempts++

@@ -411,6 +411,7 @@ func (in *Ingress) preparePoint(cfg Config, j *job) {
 		j.err = reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
 		return
 	}
+	j.tenant = tenant
 	rc := in.Rewards.For(tenant)
 	j.apply = func(ctx context.Context) (string, error) {
 		return pointOutcome(rc.ApplyPoints(ctx, customer, ev))
@@ -452,6 +453,7 @@ func (in *Ingress) prepareEvent(cfg Config, j *job) {
 	// Events have no order among themselves; one event's deliveries are
 	// handled one at a time.
 	j.key = SourceEvents + "/" + tenant + "/" + env.EventID
+	j.tenant = tenant
 	j.apply = func(ctx context.Context) (string, error) {
 		routed, err := in.Platform.Deliver(ctx, env)
 		if err != nil {

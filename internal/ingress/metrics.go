@@ -30,7 +30,8 @@ type Metrics struct {
 	deadLettered *prometheus.CounterVec
 	// retried counts naks: transient, unexplained, deferred (a customer
 	// over its in-flight bound, or behind one of its own messages that
-	// is backing off), shutdown.
+	// is backing off), tenant_limited (its tenant over its quota),
+	// shutdown, handover.
 	retried *prometheus.CounterVec
 	// pending is the consumer's lag in messages: stored, not yet delivered.
 	pending *prometheus.GaugeVec
@@ -60,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ingest_dead_lettered_total", Help: "Messages published to the dead-letter stream, by reason.",
 		}, []string{"source", "reason"}),
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ingest_retried_total", Help: "Messages nacked for redelivery, by reason: transient, unexplained, deferred, shutdown, handover.",
+			Name: "ingest_retried_total", Help: "Messages nacked for redelivery, by reason: transient, unexplained, deferred, tenant_limited, shutdown, handover.",
 		}, []string{"source", "reason"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ingest_consumer_pending_messages", Help: "Consumer lag: messages in the stream not yet delivered to the ingress.",

@@ -212,11 +212,15 @@ func (c *Client) workflowID(customerID string) string {
 	return workflows.RewardsWorkflowIDFor(c.Tenant, customerID)
 }
 
+// startOptions start the customer's entity with the tenant's fairness key
+// (workflows.FairnessKey), which its activities and later runs inherit, so
+// that a server with fairness enabled shares the rewards queue among tenants.
 func (c *Client) startOptions(customerID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       c.workflowID(customerID),
 		TaskQueue:                workflows.RewardsTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		Priority:                 temporal.Priority{FairnessKey: workflows.FairnessKey(c.Tenant)},
 	}
 }
 

@@ -18,11 +18,14 @@ type addressedTemporal struct {
 	client.Client
 	ids    []string
 	inputs []workflows.RewardsInput
+	// fairness holds the fairness key of every start.
+	fairness []string
 }
 
 func (f *addressedTemporal) start(opts client.StartWorkflowOptions, args []any) {
 	f.ids = append(f.ids, opts.ID)
 	f.inputs = append(f.inputs, args[0].(workflows.RewardsInput))
+	f.fairness = append(f.fairness, opts.Priority.FairnessKey)
 }
 
 func (f *addressedTemporal) NewWithStartWorkflowOperation(opts client.StartWorkflowOptions, _ any, args ...any) client.WithStartWorkflowOperation {
@@ -57,16 +60,16 @@ type anyHandle struct{ client.WorkflowUpdateHandle }
 func (anyHandle) Get(context.Context, any) error { return nil }
 
 // Every command goes to the entity of the client's tenant's customer, and a
-// new entity is started with that tenant; the default tenant's entities keep
-// their IDs and inputs. A client made For another tenant leaves the
+// new entity is started with that tenant and the tenant's fairness key; the
+// default tenant's entities keep their IDs and inputs. A client made For another tenant leaves the
 // original alone.
 func TestCommandsAddressTheTenantsEntity(t *testing.T) {
 	tests := []struct {
-		tenant, wantID, wantTenant string
+		tenant, wantID, wantTenant, wantFairness string
 	}{
-		{"", "rewards-c-1", ""},
-		{workflows.DefaultTenant, "rewards-c-1", ""},
-		{"t-1", "rewards/t-1/c-1", "t-1"},
+		{"", "rewards-c-1", "", "default"},
+		{workflows.DefaultTenant, "rewards-c-1", "", "default"},
+		{"t-1", "rewards/t-1/c-1", "t-1", "t-1"},
 	}
 	for _, tt := range tests {
 		t.Run(workflows.TenantOrDefault(tt.tenant), func(t *testing.T) {
@@ -99,6 +102,14 @@ func TestCommandsAddressTheTenantsEntity(t *testing.T) {
 			for _, in := range fake.inputs {
 				if in.CustomerID != "c-1" || in.TenantID != tt.wantTenant {
 					t.Fatalf("start input %+v, want customer c-1 of tenant %q", in, tt.wantTenant)
+				}
+			}
+			if len(fake.fairness) == 0 {
+				t.Fatal("no command could start the entity")
+			}
+			for _, k := range fake.fairness {
+				if k != tt.wantFairness {
+					t.Fatalf("starts with fairness keys %q, want all %q", fake.fairness, tt.wantFairness)
 				}
 			}
 			if base.Tenant != "" {

@@ -5,7 +5,7 @@
 // the server when that command ends; without a command it serves until
 // Ctrl-C.
 //
-//	cluster [-dir data/cluster] [-port 7633] [-postgres 127.0.0.1:5432] [-- command args...]
+//	cluster [-dir data/cluster] [-port 7633] [-postgres 127.0.0.1:5432] [-fairness=true] [-- command args...]
 package main
 
 import (
@@ -36,8 +36,12 @@ func run(args []string) error {
 	fs.StringVar(&o.Postgres, "postgres", "127.0.0.1:5432", "PostgreSQL host:port")
 	fs.StringVar(&o.User, "user", "postgres", "PostgreSQL user")
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace to register")
+	fairness := fs.Bool("fairness", true, "turn on task-queue fairness (dynamic config matching.enableFairness): each tenant's fairness key gets its share of a queue")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *fairness {
+		o.DynamicConfig = cluster.Fairness()
 	}
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

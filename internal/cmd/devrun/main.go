@@ -291,6 +291,7 @@ func startServer() (*exec.Cmd, error) {
 	args := []string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", uiPort,
 		"--db-filename", filepath.Join(dataDir, "temporal.db"), "--log-level", "warn"}
 	args = append(args, devserver.SearchAttributeArgs()...)
+	args = append(args, devserver.FairnessArgs()...)
 	fmt.Printf("starting the Temporal dev server (%s), state in %s/temporal.db\n", bin, dataDir)
 	cmd, err := startChild("temporal", bin, args...)
 	if err != nil {
