@@ -48,7 +48,8 @@ func (d *dispatcher) batchBehind(key string, first *job) []*job {
 // one apply-points-batch update: each is acked, nacked or dead-lettered on
 // its own event's answer, exactly as handle would have settled it alone. A
 // job behind an earlier message of its key that is backing off is nacked
-// to follow it, as handle does, and the batch goes without it.
+// to follow it, as handle does, and so is one parked on arrival whose
+// tenant has no token left; the batch goes without them.
 func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 	var live []*job
 	for _, j := range jobs {
@@ -56,6 +57,12 @@ func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 		// follow it.
 		if left, ok := d.backingOff(j); ok {
 			d.nak(j, left, "deferred")
+			continue
+		}
+		if left, ok := d.overQuota(j); ok {
+			// Parked on arrival (inheritance), it meets its tenant's quota
+			// now, as in handle.
+			d.nak(j, left, ReasonTenantLimited)
 			continue
 		}
 		live = append(live, j)

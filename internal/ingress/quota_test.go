@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
+
+	"github.com/entityflow/entityflow/workflows"
 )
 
 // submitTenant hands the dispatcher a message of tenant's, key key, whose
@@ -190,5 +192,45 @@ func TestTenantQuotaAppliesToParkedMessages(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.in.Metrics.retried.WithLabelValues(SourcePoints, ReasonTenantLimited)); got != 1 {
 		t.Errorf("retried{tenant_limited} = %v, want 1 (a2; a3 is deferred behind it)", got)
+	}
+}
+
+// Parked point events that go on together as one batch meet their
+// tenant's quota each: the one with a token is sent, the next is nacked for
+// the token it booked, and the one behind it follows; the batch carries only
+// the first.
+func TestTenantQuotaAppliesToParkedPointBatches(t *testing.T) {
+	h := newHarness(t, Config{Workers: 2, AckWait: time.Minute, TenantRate: 1, TenantBurst: 1, MaxPerCustomer: 100})
+	entity := &fakeEntity{}
+	h.d.inherit("C", map[string]bool{"points/a": true}, 3, 3)
+	var msgs []*fakeMsg
+	for i, pts := range []int64{1, 2, 3} {
+		m := newFakeMsg("rewards.t-1.a.points", uint64(i+1))
+		msgs = append(msgs, m)
+		j := &job{src: h.src, msg: m, meta: &m.meta, key: "points/a", tenant: "t-1",
+			point: &pointJob{entity: "rewards-t-1-a", event: workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}, send: entity.send}}
+		j.apply = func(ctx context.Context) (string, error) {
+			res, err := entity.send(ctx, []workflows.PointEvent{j.point.event})
+			if err != nil {
+				return "", err
+			}
+			return pointOutcome(res[0].Result, res[0].Err)
+		}
+		h.d.submit(j)
+	}
+	waitSettled(t, msgs...)
+	want := []string{"ack", "nak", "nak"}
+	for i, m := range msgs {
+		if s, _ := m.state(); s != want[i] {
+			t.Errorf("%v: %s, want %s", m, s, want[i])
+		}
+	}
+	entity.mu.Lock()
+	defer entity.mu.Unlock()
+	if got := fmt.Sprint(entity.batches); got != "[[1]]" {
+		t.Errorf("sent %s, want only the first event", got)
+	}
+	if got := testutil.ToFloat64(h.in.Metrics.retried.WithLabelValues(SourcePoints, ReasonTenantLimited)); got != 1 {
+		t.Errorf("retried{tenant_limited} = %v, want 1 (the second; the third is deferred behind it)", got)
 	}
 }
