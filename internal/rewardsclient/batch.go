@@ -35,7 +35,10 @@ const batchOverhead = len(`{"events":[]}`)
 // Events that fail their own validation (or carry no dedup key) are answered
 // here and not sent; the rest go in as few updates as the batch bounds
 // (workflows.MaxBatchEvents, workflows.MaxBatchBytes) allow, one after the
-// other.
+// other. Should an update's events fail for a reason a retry may change
+// (the server unavailable, an outcome unknown), the later updates are not
+// sent and their events are answered ErrNotSent, so that no event overtakes
+// an earlier one its caller will retry.
 //
 // As ApplyPoints, each update keeps one update ID for all its tries, so a
 // try that reached the workflow before timing out is answered by Temporal
@@ -45,8 +48,9 @@ const batchOverhead = len(`{"events":[]}`)
 // from the events would have Temporal hand a second call the first call's
 // answers, duplicate false, which no event sent alone gets.) Should the
 // entity's worker predate apply-points-batch (the update comes back unknown
-// during a deploy), the events go as apply-points updates one by one
-// instead. The error is for the call as a whole: an invalid customer ID or
+// during a deploy), or refuse it as a whole (InvalidPointEventBatch: a
+// worker whose batch bounds differ from this client's), the events go as
+// apply-points updates one by one instead. The error is for the call as a whole: an invalid customer ID or
 // tenant.
 func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events []workflows.PointEvent) ([]ItemResult, error) {
 	if err := c.validate(customerID); err != nil {
@@ -55,9 +59,16 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 	out := make([]ItemResult, len(events))
 	var chunk []int // indexes into events of the update being filled
 	size := batchOverhead
+	var stop error // the first failure a retry may change: nothing is sent after it
 	flush := func() {
-		if len(chunk) > 0 {
-			c.sendBatch(ctx, customerID, events, chunk, out)
+		switch {
+		case len(chunk) == 0:
+		case stop != nil:
+			for _, i := range chunk {
+				out[i].Err = notSent(stop)
+			}
+		default:
+			stop = c.sendBatch(ctx, customerID, events, chunk, out)
 		}
 		chunk, size = nil, batchOverhead
 	}
@@ -86,8 +97,9 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 }
 
 // sendBatch applies events[idx...] as one apply-points-batch update, with
-// ApplyPoints' retries, and fills in their answers in out.
-func (c *Client) sendBatch(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) {
+// ApplyPoints' retries, fills in their answers in out, and returns the
+// first of them that a retry may change (nil when there is none).
+func (c *Client) sendBatch(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) error {
 	in := workflows.PointEventBatch{Events: make([]workflows.PointEvent, len(idx))}
 	for j, i := range idx {
 		in.Events[j] = events[i]
@@ -103,8 +115,10 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 	switch {
 	case err != nil && unknownUpdate(err, workflows.UpdateApplyPointsBatch):
 		c.logger().Info("entity's worker has no apply-points-batch; applying the events one by one", "customer", customerID, "events", len(idx))
-		c.sendOneByOne(ctx, customerID, events, idx, out)
-		return
+		return c.sendOneByOne(ctx, customerID, events, idx, out)
+	case err != nil && refusedAsBatch(err):
+		c.logger().Warn("entity's worker refused the batch as a whole; applying the events one by one", "customer", customerID, "events", len(idx), "error", err)
+		return c.sendOneByOne(ctx, customerID, events, idx, out)
 	case err != nil && mayHaveApplied && Retryable(err):
 		err = fmt.Errorf("apply-points-batch for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
 	case err == nil && len(res.Results) != len(idx):
@@ -122,25 +136,50 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 			out[i].Err = fmt.Errorf("apply-points-batch for %s (update %s): no answer for event %d", customerID, updateID, j)
 		}
 	}
+	for _, i := range idx {
+		if mayChange(out[i].Err) {
+			return out[i].Err
+		}
+	}
+	return nil
 }
 
 // sendOneByOne applies events[idx...] as apply-points updates, one after
 // the other. Should one fail for a reason that a retry may change (the
 // server unavailable, its outcome unknown), the later ones are not sent and
 // answered with that failure (ErrNotSent), so that no event overtakes an
-// earlier one that a caller will retry.
-func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) {
+// earlier one that a caller will retry. It returns that failure.
+func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) error {
 	var stop error
 	for _, i := range idx {
 		if stop != nil {
-			out[i].Err = fmt.Errorf("%w: an earlier event of the batch failed: %v", ErrNotSent, stop)
+			out[i].Err = notSent(stop)
 			continue
 		}
 		out[i].Result, out[i].Err = c.ApplyPoints(ctx, customerID, events[i])
-		if out[i].Err != nil && (Retryable(out[i].Err) || errors.Is(out[i].Err, ErrOutcomeUnknown)) {
+		if mayChange(out[i].Err) {
 			stop = out[i].Err
 		}
 	}
+	return stop
+}
+
+// mayChange reports whether an event's failure is one a retry may change:
+// retryable, or an outcome unknown.
+func mayChange(err error) bool {
+	return err != nil && (Retryable(err) || errors.Is(err, ErrOutcomeUnknown))
+}
+
+// notSent answers an event not sent because of an earlier one's failure.
+func notSent(earlier error) error {
+	return fmt.Errorf("%w: an earlier event of the batch failed: %v", ErrNotSent, earlier)
+}
+
+// refusedAsBatch reports whether err is the entity's refusal of a batch as
+// a whole (InvalidPointEventBatch): its bounds differ from this client's.
+func refusedAsBatch(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == workflows.ErrInvalidBatch
 }
 
 // ErrNotSent means an event of a batch was not sent because an earlier one
