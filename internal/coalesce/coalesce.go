@@ -21,6 +21,11 @@ import (
 // DefaultMaxBatch bounds a batch when Batcher.MaxBatch is zero.
 const DefaultMaxBatch = 500
 
+// DefaultMaxWaiting bounds the commands waiting for a slot per key when
+// Batcher.MaxWaiting is zero: two seconds of a customer at 1,000 commands a
+// second.
+const DefaultMaxWaiting = 2000
+
 // ErrNotSent means the caller's context ended while its command waited for
 // a slot: nothing was sent, so the command can be retried as new.
 var ErrNotSent = errors.New("the command was not sent: its caller left while it waited for a slot")
@@ -44,12 +49,18 @@ type Batcher[T, R any] struct {
 	// MaxBatch bounds the commands of one batch (default DefaultMaxBatch); a
 	// full batch is closed and the next command opens another.
 	MaxBatch int
+	// MaxWaiting bounds the commands of one key that wait for a slot, in
+	// all its batches (default DefaultMaxWaiting): the admission queue
+	// counts batches, so without it a key could hold its queue's length
+	// times MaxBatch callers. A command beyond it is refused at once.
+	MaxWaiting int
 	// Send sends items (at least one, in arrival order) for key as one call
 	// and returns one Outcome per item, in the same order.
 	Send func(ctx context.Context, key string, items []T) []Outcome[R]
 
-	mu   sync.Mutex
-	open map[string]*batch[T, R]
+	mu      sync.Mutex
+	open    map[string]*batch[T, R]
+	waiting map[string]int // commands per key in batches not yet sent
 }
 
 // batch is one key's commands that go in one call.
@@ -82,13 +93,20 @@ type result[R any] struct {
 // waited for a slot. It returns a *admission.BusyError when the batch was
 // refused a slot (nothing was sent), an error wrapping ErrNotSent when ctx
 // ended before the batch took a slot, and one wrapping ErrLeft when ctx
-// ended while the batch was in flight.
+// ended while the batch was in flight. A command beyond MaxWaiting is
+// refused at once with a *admission.BusyError.
 func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, queued bool, err error) {
 	m := &member[R]{ctx: ctx, done: make(chan result[R], 1)}
 	b.mu.Lock()
 	if b.open == nil {
 		b.open = make(map[string]*batch[T, R])
+		b.waiting = make(map[string]int)
 	}
+	if b.waiting[key] >= b.maxWaiting() {
+		b.mu.Unlock()
+		return value, false, &admission.BusyError{Key: key, RetryAfter: time.Second}
+	}
+	b.waiting[key]++
 	bt := b.open[key]
 	if bt == nil || len(bt.items) >= b.maxBatch() {
 		bt = &batch[T, R]{}
@@ -115,6 +133,7 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	b.mu.Lock()
 	if !bt.sent {
 		m.left = true
+		b.unwait(key, 1)
 		bt.live--
 		if bt.live == 0 {
 			// Abandoned: it gives its place in the queue back, and the
@@ -151,6 +170,7 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 		delete(b.open, key)
 	}
 	bt.sent = true
+	b.unwait(key, bt.live)
 	var items []T
 	var members []*member[R]
 	for i, m := range bt.members {
@@ -205,6 +225,21 @@ func sendContext[R any](members []*member[R]) (context.Context, context.CancelFu
 		}
 	}
 	return context.WithDeadline(context.WithoutCancel(members[0].ctx), latest)
+}
+
+// unwait counts n commands of key that no longer wait for a slot; b.mu is
+// held.
+func (b *Batcher[T, R]) unwait(key string, n int) {
+	if b.waiting[key] -= n; b.waiting[key] <= 0 {
+		delete(b.waiting, key)
+	}
+}
+
+func (b *Batcher[T, R]) maxWaiting() int {
+	if b.MaxWaiting > 0 {
+		return b.MaxWaiting
+	}
+	return DefaultMaxWaiting
 }
 
 func (b *Batcher[T, R]) maxBatch() int {

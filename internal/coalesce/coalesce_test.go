@@ -188,3 +188,46 @@ func TestAbandonedBatchLeavesTheQueue(t *testing.T) {
 		t.Fatalf("the next command: %+v, want sent in a batch of its own", a)
 	}
 }
+
+// Beyond MaxWaiting commands of one key waiting for a slot (in all its
+// batches), a command is refused busy at once, though the admission queue
+// has room for more batches; once the batches are sent, commands are taken
+// again.
+func TestWaitingCommandsAreBoundedPerKey(t *testing.T) {
+	l := &admission.Limiter{MaxInFlight: 1, MaxQueue: 16, MaxWait: time.Minute}
+	g := &gatedSend{gate: make(chan struct{})}
+	b := &coalesce.Batcher[int, int]{Limiter: l, MaxBatch: 2, MaxWaiting: 3, Send: g.send}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	wg.Go(func() { _, _, errs[0] = b.Do(ctx, "k", 0) })
+	waitStats(t, l, "k", admission.Stats{InFlight: 1})
+	for n := 1; n <= 3; n++ { // batches {1, 2} and {3}
+		wg.Go(func() { _, _, errs[n] = b.Do(ctx, "k", n*2) })
+		for l.Stats("k").Queued != (n+1)/2 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second) // were it taken, it would wait
+	defer cancel()
+	_, _, err := b.Do(short, "k", 8)
+	var busy *admission.BusyError
+	if !errors.As(err, &busy) {
+		t.Fatalf("a fourth waiting command: %v, want busy", err)
+	}
+	var otherErr error
+	wg.Go(func() { _, _, otherErr = b.Do(ctx, "other", 10) }) // held by the gate, not refused
+	close(g.gate)
+	wg.Wait()
+	if otherErr != nil {
+		t.Errorf("another key: %v", otherErr)
+	}
+	for n, err := range errs {
+		if err != nil {
+			t.Errorf("command %d: %v", n, err)
+		}
+	}
+	if v, _, err := b.Do(ctx, "k", 12); err != nil || v != 120 {
+		t.Fatalf("after the batches went: %d, %v; want 120", v, err)
+	}
+}
