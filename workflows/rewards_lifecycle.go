@@ -59,9 +59,11 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 
 // Local Enroll (release 5): an attempt gets enrollLocalAttempt, and all
 // attempts together enrollLocalBudget, before the run falls back to the
-// activity. The budget stays well inside the workflow task timeout's
-// heartbeats (the SDK keeps the task open while a local activity runs) and
-// is long enough to ride out a database failover of a few seconds.
+// activity. While a local activity runs the SDK keeps the workflow task
+// open, heartbeating it past the task timeout (10 s), so a slow database
+// costs extra workflow tasks, never an event; the budget rides out a
+// database failover of a few seconds and bounds how long the retries stay
+// in one worker's memory before the server's timers take them over.
 const (
 	enrollLocalAttempt = 5 * time.Second
 	enrollLocalBudget  = 20 * time.Second
