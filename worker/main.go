@@ -21,6 +21,11 @@
 // first phase of a two-phase rollout without versioning, and the way to run
 // the previous release from this binary.
 //
+// Pollers. -pollers (env WORKER_POLLERS) sets the task pollers of every
+// task queue's worker, workflow and activity tasks alike: auto (the default)
+// for the SDK's poller autoscaling, which grows the pollers while tasks wait
+// and shrinks them when idle, or a fixed number (at least 2) of each.
+//
 // Ingress. With -ingest (env INGEST_ENABLED) the worker also consumes point
 // events and event envelopes from NATS JetStream (NATS_URL; TLS and a
 // credential with -nats-ca, -nats-cert, -nats-key and one of -nats-creds,
@@ -59,6 +64,7 @@ import (
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/metricsendpoint"
 	"github.com/entityflow/entityflow/internal/platformworker"
+	"github.com/entityflow/entityflow/internal/pollers"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/internal/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/storeconn"
@@ -84,6 +90,8 @@ type config struct {
 	version worker.WorkerDeploymentVersion
 	// rewardsRelease is the newest release of RewardsWorkflow new runs take.
 	rewardsRelease int
+	// pollers is the task pollers of each worker.
+	pollers pollers.Setting
 	// ingest is the JetStream ingress, when enabled.
 	ingest ingestConfig
 }
@@ -132,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.version.DeploymentName, "deployment-name", getenv("WORKER_DEPLOYMENT_NAME"), "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned (env WORKER_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.version.BuildID, "build-id", getenv("WORKER_BUILD_ID"), "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code (env WORKER_BUILD_ID)")
 	fs.IntVar(&c.rewardsRelease, "rewards-release", releaseDefault, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning) (env REWARDS_RELEASE)", workflows.RewardsRelease))
+	pollersFlag := fs.String("pollers", envOr(getenv, "WORKER_POLLERS", pollers.Auto), "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each (env WORKER_POLLERS)")
 	checkIngest := addIngestFlags(fs, getenv, &c.ingest)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -147,6 +156,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	}
 	if c.cacheSize < 1 {
 		return config{}, fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.cacheSize)
+	}
+	if c.pollers, err = pollers.Parse(*pollersFlag); err != nil {
+		return config{}, fmt.Errorf("-pollers (or WORKER_POLLERS): %w", err)
 	}
 	if c.rewardsRelease < 1 || c.rewardsRelease > workflows.RewardsRelease {
 		return config{}, fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", workflows.RewardsRelease, c.rewardsRelease)
@@ -283,7 +295,7 @@ func run() error {
 		version = cfg.version.DeploymentName + ":" + cfg.version.BuildID
 	}
 	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", cfg.queues,
-		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease, "ingest", cfg.ingest.enabled)
+		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease, "pollers", cfg.pollers.String(), "ingest", cfg.ingest.enabled)
 	if !cfg.ingest.enabled {
 		<-ctx.Done()
 		logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
@@ -332,9 +344,10 @@ func warnWithoutPinnedUpgrade(ctx context.Context, c client.Client, logger *slog
 }
 
 // workerOptions are the worker options of one task queue: the deployment
-// version for every queue, the release cap for the rewards entities only.
+// version and the pollers for every queue, the release cap for the rewards
+// entities only.
 func workerOptions(cfg config, queue string) worker.Options {
-	opts := worker.Options{WorkerStopTimeout: cfg.stopTimeout}
+	opts := cfg.pollers.Apply(worker.Options{WorkerStopTimeout: cfg.stopTimeout})
 	if cfg.versioned() {
 		// The workflows carry their versioning behaviour from registration
 		// (workflows.RegisterRewards, RegisterPlatform), so no default here:

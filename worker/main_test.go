@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/entityflow/entityflow/internal/pollers"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -64,6 +65,12 @@ func TestParseConfig(t *testing.T) {
 		{name: "cache size from environment", env: map[string]string{"STICKY_CACHE_SIZE": "10"}, want: func(c config) bool { return c.cacheSize == 10 }},
 		{name: "cache size not a number", env: map[string]string{"STICKY_CACHE_SIZE": "big"}, wantErr: `STICKY_CACHE_SIZE="big"`},
 		{name: "cache size zero", args: []string{"-sticky-cache-size", "0"}, wantErr: "at least 1"},
+		{name: "pollers autoscale by default", want: func(c config) bool { return c.pollers.String() == "auto" }},
+		{name: "fixed pollers by flag", args: []string{"-pollers", "8"}, want: func(c config) bool { return c.pollers.String() == "8" }},
+		{name: "fixed pollers by environment", env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.pollers.String() == "4" }},
+		{name: "pollers flag over environment", args: []string{"-pollers", "auto"}, env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.pollers.String() == "auto" }},
+		{name: "one poller", args: []string{"-pollers", "1"}, wantErr: "at least 2"},
+		{name: "pollers not a number", env: map[string]string{"WORKER_POLLERS": "lots"}, wantErr: "WORKER_POLLERS"},
 		{name: "stray argument", args: []string{"rewards"}, wantErr: "unexpected arguments"},
 	}
 	for _, tt := range tests {
@@ -91,7 +98,7 @@ func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
 	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v, want flag.ErrHelp", err)
 	}
-	for _, env := range []string{"WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID", "REWARDS_RELEASE", "INGEST_ENABLED", "NATS_URL", "INGEST_TENANTS"} {
+	for _, env := range []string{"WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID", "REWARDS_RELEASE", "INGEST_ENABLED", "NATS_URL", "INGEST_TENANTS", "WORKER_POLLERS"} {
 		if !strings.Contains(out.String(), "(env "+env+")") {
 			t.Errorf("help does not name %s:\n%s", env, out.String())
 		}
@@ -114,6 +121,26 @@ func TestWorkerOptions(t *testing.T) {
 	}
 	if d := workerOptions(config{rewardsRelease: workflows.RewardsRelease}, workflows.RewardsTaskQueue).DeploymentOptions; d != (worker.DeploymentOptions{}) {
 		t.Errorf("unversioned: deployment options %+v", d)
+	}
+}
+
+// The pollers setting goes to every task queue's worker.
+func TestWorkerOptionsPollers(t *testing.T) {
+	for _, setting := range []string{"auto", "6"} {
+		p, err := pollers.Parse(setting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
+			opts := workerOptions(config{pollers: p, rewardsRelease: workflows.RewardsRelease}, q)
+			auto := opts.WorkflowTaskPollerBehavior != nil && opts.ActivityTaskPollerBehavior != nil &&
+				opts.MaxConcurrentWorkflowTaskPollers == 0 && opts.MaxConcurrentActivityTaskPollers == 0
+			fixed := opts.WorkflowTaskPollerBehavior == nil && opts.ActivityTaskPollerBehavior == nil &&
+				opts.MaxConcurrentWorkflowTaskPollers == 6 && opts.MaxConcurrentActivityTaskPollers == 6
+			if setting == "auto" && !auto || setting == "6" && !fixed {
+				t.Errorf("%s with pollers %s: %+v", q, setting, opts)
+			}
+		}
 	}
 }
 

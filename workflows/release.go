@@ -9,7 +9,7 @@ import (
 // Each release is a set of behavioural changes a run takes as a whole, chosen
 // once when the run starts, so a run behaves one way from its start to its end
 // and an entity moves to a new release at a ContinueAsNew.
-const RewardsRelease = 4
+const RewardsRelease = 5
 
 // Change IDs for workflow.GetVersion.
 const (
@@ -63,6 +63,18 @@ const (
 // a run with InvalidRewardsInput instead, or, at release 1, serves it as the
 // default tenant's customer: never roll back to it while tenant entities
 // run (README, "Rolling back").
+
+// Release 5 makes a new customer's first event as cheap as a raw workflow's:
+// a new entity runs its Enroll activity (recordEnrollment) as a local
+// activity, inside the workflow task that started the run, so it knows
+// whether the customer may take events before that task completes, and
+// the update that started it (UpdateWithStart) is accepted and answered in
+// the run's first workflow task: one WorkflowTaskCompleted instead of two
+// and no activity task round trip. The database answers as before, so an
+// unenrolled customer stays refused (NotEnrolled). Should the local
+// activity fail for enrollLocalBudget, the run falls back to the Enroll
+// activity of earlier releases. A release-5 history records Enroll as a
+// local activity marker where earlier ones have ActivityTaskScheduled.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

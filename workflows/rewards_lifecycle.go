@@ -39,7 +39,7 @@ func (e *entity) background(ctx workflow.Context, fn func(workflow.Context)) {
 func (e *entity) recordEnrollment(ctx workflow.Context) {
 	in := Enrollment{CustomerID: e.customerID, EnrolledAt: workflow.Now(ctx), TenantID: e.tenant}
 	var res EnrollmentResult
-	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, &res); err != nil {
+	if err := e.executeEnroll(ctx, in, &res); err != nil {
 		e.log.Error("recording enrollment failed", "error", err)
 		return
 	}
@@ -55,6 +55,48 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 	}
 	e.st.EnrollRecorded = true
 	e.member = enrolled
+}
+
+// Local Enroll (release 5): an attempt gets enrollLocalAttempt, and all
+// attempts together enrollLocalBudget, before the run falls back to the
+// activity. While a local activity runs the SDK keeps the workflow task
+// open, heartbeating it past the task timeout (10 s), so a slow database
+// costs extra workflow tasks, never an event; the budget rides out a
+// database failover of a few seconds and bounds how long the retries stay
+// in one worker's memory before the server's timers take them over.
+const (
+	enrollLocalAttempt = 5 * time.Second
+	enrollLocalBudget  = 20 * time.Second
+)
+
+// executeEnroll runs the Enroll activity for recordEnrollment. From release 5
+// on it runs first as a local activity, so that a new entity learns its
+// membership inside its first workflow task and the event that started it
+// is answered with that task's completion, one round trip to the server as
+// for any workflow. The answer is the same database's, so an unenrolled
+// customer is refused as before. Should the local activity fail for
+// enrollLocalBudget (the database down), the run falls back to the activity,
+// which retries without limit on the server's timers rather than in the
+// worker's memory: the events stay waiting (awaitMembership), none is lost
+// or applied early. Earlier releases run the activity only.
+func (e *entity) executeEnroll(ctx workflow.Context, in Enrollment, res *EnrollmentResult) error {
+	if e.release >= 5 {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: enrollLocalBudget,
+			StartToCloseTimeout:    enrollLocalAttempt,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:    200 * time.Millisecond,
+				BackoffCoefficient: 2,
+				MaximumInterval:    5 * time.Second,
+			},
+		})
+		err := workflow.ExecuteLocalActivity(lctx, ActivityEnroll, in).Get(ctx, res)
+		if err == nil || temporal.IsCanceledError(err) {
+			return err
+		}
+		e.log.Warn("local Enroll failed; falling back to the Enroll activity", "error", err)
+	}
+	return workflow.ExecuteActivity(withActivityOptions(ctx), ActivityEnroll, in).Get(ctx, res)
 }
 
 // validateEnroll turns an enroll update away while the run is ending an

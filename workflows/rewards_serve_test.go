@@ -95,7 +95,7 @@ func TestUnservableInputFailsTheTaskNotTheWorkflow(t *testing.T) {
 		{"unknown option", 0, "", `{"customer_id":"c-1","options":{"dedup_window":"72h","max_burst":5}}`, workflows.UnservableUnreadable},
 		{"newer window encoding", 0, "", `{"customer_id":"c-1","carried":{"run":2,"dedup":"AgAAAA=="}}`, workflows.UnservableUnreadable},
 		{"not an object", 0, "", `"c-1"`, workflows.UnservableUnreadable},
-		{"a future release", 0, "", `{"customer_id":"c-1","requires_release":5}`, workflows.UnservableRelease},
+		{"a future release", 0, "", `{"customer_id":"c-1","requires_release":6}`, workflows.UnservableRelease},
 		{"release 4 on a release-3 worker", 3, "", `{"customer_id":"c-1","requires_release":4}`, workflows.UnservableRelease},
 		{"tenant below release 4", 3, "rewards/t-1/c-1", `{"customer_id":"c-1","tenant_id":"t-1","carried":{"run":2,"points":500}}`, workflows.UnservableTenant},
 		{"carried state, invalid options", 0, "", `{"customer_id":"c-1","options":{"dedup_max_keys":100001},"carried":{"run":2}}`, workflows.UnservableInvalid},

@@ -34,8 +34,9 @@ import (
 const deployment = "entityflow"
 
 // A versioned deploy on a real server, under traffic. Two worker processes of
-// build v1 (the same program holding back the newest release, so it runs the
-// previous one as the previous build would) serve rewards entities; two of
+// build v1 (the same program holding new runs at release 3, the last that
+// serves no tenant but the default, so it runs an older release as an older
+// build would) serve rewards entities; two of
 // build v2 (the newest release) join; the current version moves to v2.
 // Every busy entity moves to v2 at its next ContinueAsNew by itself, idle
 // ones only once the sweep nudges them; v1 drains and its workers stop. Then
@@ -70,9 +71,9 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	start := func(build string, release int) *workerProc {
 		return &workerProc{cmd: startVersionedWorker(t, workerBin, srv.Address, namespace, db, build, release)}
 	}
-	// v1 runs the release before the newest: what the build before this
-	// one ran, and what a rollback brings back.
-	v1Release := workflows.RewardsRelease - 1
+	// v1 runs release 3: an older build, what a rollback brings back, and
+	// one that cannot serve a tenant's entity (tenants came with release 4).
+	v1Release := 3
 	v1 := []*workerProc{start("v1", v1Release), start("v1", v1Release)}
 	setCurrent(t, ctx, c, "v1")
 
@@ -178,7 +179,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	})
 	t.Logf("workflow task failures by cause: %v (non-determinism: %d)", failures, failures[enums.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR.String()])
 
-	// Release 4 back: the tenant's entity is served again with its state,
+	// The newest release back: the tenant's entity is served again with its state,
 	// and a retry of its first event is answered from its window.
 	setCurrent(t, ctx, c, "v2")
 	forward := time.Now()

@@ -16,3 +16,15 @@ func TestOptionsBlockTheWorkflowOnPanic(t *testing.T) {
 		}
 	}
 }
+
+// Pollers the caller leaves unset autoscale; a count the caller gives stays.
+func TestOptionsAutoscalePollersByDefault(t *testing.T) {
+	got := options(worker.Options{})
+	if got.WorkflowTaskPollerBehavior == nil || got.ActivityTaskPollerBehavior == nil {
+		t.Errorf("options with no pollers set: %+v, want autoscaling behaviours", got)
+	}
+	got = options(worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
+	if got.MaxConcurrentWorkflowTaskPollers != 8 || got.WorkflowTaskPollerBehavior != nil || got.ActivityTaskPollerBehavior == nil {
+		t.Errorf("options with 8 workflow task pollers: %+v, want them kept and the activity pollers autoscaling", got)
+	}
+}

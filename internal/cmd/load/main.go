@@ -142,7 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.apiKey, "api-key", os.Getenv("ENTITYFLOW_API_KEY"), "API key of -api, with rewards:write and rewards:read (env ENTITYFLOW_API_KEY)")
 	fs.StringVar(&cfg.devDB, "dev-db", "", "with a self-started dev server: its SQLite file (empty: in memory)")
 	fs.StringVar(&cfg.worker, "worker", "auto", "run the rewards worker in process: on, off, auto (on when the harness starts the dev server)")
-	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default)")
+	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default of 2 for the baseline, autoscaling for the rewards worker, as bin/worker)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
