@@ -75,6 +75,11 @@ const (
 // activity fail for enrollLocalBudget, the run falls back to the Enroll
 // activity of earlier releases. A release-5 history records Enroll as a
 // local activity marker where earlier ones have ActivityTaskScheduled.
+//
+// Release 5 also takes the apply-points-batch update. A run of an earlier
+// release has no handler for it and refuses it as an unknown update before
+// it reaches history (the client then sends the events one by one), so a
+// worker held back to release 4 never meets a history with a batch in it.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

@@ -174,10 +174,12 @@ func (e *entity) register(ctx workflow.Context) error {
 	if err != nil {
 		return fmt.Errorf("registering %s: %w", UpdateApplyPoints, err)
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPointsBatch, e.applyBatch,
-		workflow.UpdateHandlerOptions{Validator: e.validateBatch})
-	if err != nil {
-		return fmt.Errorf("registering %s: %w", UpdateApplyPointsBatch, err)
+	if e.release >= 5 {
+		err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPointsBatch, e.applyBatch,
+			workflow.UpdateHandlerOptions{Validator: e.validateBatch})
+		if err != nil {
+			return fmt.Errorf("registering %s: %w", UpdateApplyPointsBatch, err)
+		}
 	}
 	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateEnroll, e.enroll,
 		workflow.UpdateHandlerOptions{Validator: e.validateEnroll})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -374,5 +375,37 @@ func TestBatchRetriesApplyEachEventOnce(t *testing.T) {
 	}
 	if final.status.Points != 36+100 || final.status.EventCount != 9 {
 		t.Errorf("points %d events %d, want 136 and 9: each event applied once", final.status.Points, final.status.EventCount)
+	}
+}
+
+// A run below release 5 (a worker held back by RewardsReleaseCap) has no
+// apply-points-batch handler: the update is refused before it reaches
+// history, and nothing in it is applied.
+func TestBatchRefusedBelowRelease5(t *testing.T) {
+	for _, tc := range []struct {
+		cap     int
+		refused bool
+	}{{4, true}, {5, false}} {
+		t.Run(fmt.Sprintf("release %d", tc.cap), func(t *testing.T) {
+			h := newEntity(t)
+			h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+				env.SetWorkerOptions(worker.Options{PreferredVersionProvider: workflows.RewardsReleaseCap(tc.cap)})
+			}
+			var got *batchOutcome
+			final := h.run(customer(workflows.Options{}), func(env *testsuite.TestWorkflowEnvironment) {
+				update(env, time.Second, "u-1", event("k-1", 10))
+				got = batch(env, 2*time.Second, "b-1", workflows.PointEventBatch{Events: []workflows.PointEvent{event("k-2", 5)}})
+				unenroll(env, 3*time.Second)
+			})
+			if final.err != nil {
+				t.Fatal(final.err)
+			}
+			if got.rejected != tc.refused {
+				t.Fatalf("batch: %+v, want rejected %v", got, tc.refused)
+			}
+			if want := map[bool]int64{true: 10, false: 15}[tc.refused]; final.status.Points != want {
+				t.Errorf("points %d, want %d", final.status.Points, want)
+			}
+		})
 	}
 }
