@@ -50,7 +50,7 @@ func TestSummarize(t *testing.T) {
 		result{Kind: kindDropped},
 		result{Kind: kindDropped},
 	)
-	r := summarize("http", step{Rate: 50, Duration: 2 * time.Second, Count: 95}, rs, 7, 3*time.Second)
+	r := summarize(step{Rate: 50, Duration: 2 * time.Second, Count: 95}, rs, 7, 3*time.Second)
 	if r.Sent != 93 || r.Dropped != 2 || r.OK != 90 || r.Timeouts != 1 || r.Redelivered != 7 {
 		t.Fatalf("%+v", r)
 	}
