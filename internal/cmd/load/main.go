@@ -631,36 +631,33 @@ func ratios(steps []StepReport) []Ratio {
 }
 
 // isolation pairs, per mode and rate, the quiet tenant's step alone with
-// its step beside the noisy tenant.
+// its step beside the noisy tenant (and the noisy tenant's step, which
+// follows it: a phase's reports are in the order of its steps).
 func isolation(steps []StepReport) []TenantIsolation {
 	type key struct {
 		mode    string
 		offered float64
 	}
 	alone := map[key]StepReport{}
-	noisy := map[key]StepReport{}
-	for _, s := range steps {
-		if s.Shape != shapeTenants {
-			continue
-		}
-		switch {
-		case s.Phase == phaseAlone && s.Tenant == quietTenant:
-			alone[key{s.Mode, s.Offered}] = s
-		case s.Phase == phaseWithNoisy && s.Tenant == noisyTenant:
-			noisy[key{s.Mode, s.Offered / noisyFactor}] = s
-		}
-	}
 	var out []TenantIsolation
-	for _, s := range steps {
-		if s.Shape != shapeTenants || s.Phase != phaseWithNoisy || s.Tenant != quietTenant {
+	for i, s := range steps {
+		if s.Shape != shapeTenants || s.Tenant != quietTenant {
 			continue
 		}
 		k := key{s.Mode, s.Offered}
-		a, ok := alone[k]
-		if !ok {
+		if s.Phase == phaseAlone {
+			alone[k] = s
 			continue
 		}
-		out = append(out, TenantIsolation{Mode: s.Mode, Offered: s.Offered, Alone: a, With: s, Noisy: noisy[k],
+		a, ok := alone[k]
+		if s.Phase != phaseWithNoisy || !ok || i+1 >= len(steps) {
+			continue
+		}
+		noisy := steps[i+1]
+		if noisy.Shape != shapeTenants || noisy.Phase != phaseWithNoisy || noisy.Tenant != noisyTenant || noisy.Mode != s.Mode {
+			continue
+		}
+		out = append(out, TenantIsolation{Mode: s.Mode, Offered: s.Offered, Alone: a, With: s, Noisy: noisy,
 			Throughput: ratio(s.Throughput, a.Throughput), P99: ratio(s.P99, a.P99)})
 	}
 	return out
@@ -697,7 +694,7 @@ func printReport(w io.Writer, rep *Report) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "shape\tmode\tphase\ttenant\toffered/s\tok/s ratio\tp50 ratio\tp95 ratio\tp99 ratio\t")
 		for _, r := range rep.Ratios {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%g\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Shape, r.Mode, orDash(r.Phase), orDash(r.Tenant), r.Offered, r.Throughput, r.P50, r.P95, r.P99)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4g\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Shape, r.Mode, orDash(r.Phase), orDash(r.Tenant), r.Offered, r.Throughput, r.P50, r.P95, r.P99)
 		}
 		_ = tw.Flush()
 	}
@@ -706,7 +703,7 @@ func printReport(w io.Writer, rep *Report) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\tquiet/s\talone ok/s\tp50\tp99\twith noisy ok/s\tp50\tp99\tok/s ratio\tp99 ratio\tnoisy ok/s\tp99\t")
 		for _, i := range rep.Isolation {
-			fmt.Fprintf(tw, "%s\t%g\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f\t\n", i.Mode, i.Offered,
+			fmt.Fprintf(tw, "%s\t%.4g\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f\t\n", i.Mode, i.Offered,
 				i.Alone.Throughput, i.Alone.P50, i.Alone.P99, i.With.Throughput, i.With.P50, i.With.P99, i.Throughput, i.P99, i.Noisy.Throughput, i.Noisy.P99)
 		}
 		_ = tw.Flush()

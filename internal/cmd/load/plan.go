@@ -204,7 +204,7 @@ func (s step) label() string {
 	if s.Burst {
 		return fmt.Sprintf("%d at once", s.Count)
 	}
-	return strconv.FormatFloat(s.Rate, 'f', -1, 64) + "/s"
+	return fmt.Sprintf("%.4g/s", s.Rate)
 }
 
 // totalRequests is the most requests a plan can send, warming included.
