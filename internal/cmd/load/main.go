@@ -260,7 +260,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.devDB != "" && (cfg.server != serverDev || cfg.temporal != "") {
 		return cfg, errors.New("-dev-db is for a self-started dev server (-server dev, no -temporal)")
 	}
-	if set["server"] && cfg.temporal != "" {
+	if cfg.server == serverCluster && cfg.temporal != "" {
 		return cfg, errors.New("-server starts a server, -temporal targets a running one: give one of them")
 	}
 	if cfg.temporal != "" {
