@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -80,6 +82,21 @@ func (l *ledger) pick(i int) *event {
 		return nil
 	}
 	return l.events[i%len(l.events)]
+}
+
+// busiest returns at most n customers, those with the most events first.
+func (l *ledger) busiest(n int) []string {
+	l.mu.Lock()
+	counts := map[string]int{}
+	for _, e := range l.events {
+		counts[e.Customer]++
+	}
+	l.mu.Unlock()
+	customers := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(customers, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
+	})
+	return customers[:min(n, len(customers))]
 }
 
 // record notes one answer for e.

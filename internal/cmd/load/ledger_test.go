@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -118,5 +119,26 @@ func TestGenerator(t *testing.T) {
 	}
 	if again < 800 || again > 1200 {
 		t.Fatalf("%d redeliveries of 4000 at 0.25", again)
+	}
+}
+
+// The drain watches the customers with the most events first.
+func TestLedgerBusiest(t *testing.T) {
+	var l ledger
+	for _, c := range []string{"b", "a", "c", "a", "c", "a", "d"} {
+		l.add(&event{Key: c, Customer: c})
+	}
+	for _, tc := range []struct {
+		n    int
+		want []string
+	}{
+		{0, []string{}},
+		{1, []string{"a"}},
+		{3, []string{"a", "c", "b"}},
+		{10, []string{"a", "c", "b", "d"}},
+	} {
+		if got := l.busiest(tc.n); !slices.Equal(got, tc.want) {
+			t.Errorf("busiest(%d) = %q, want %q", tc.n, got, tc.want)
+		}
 	}
 }

@@ -54,6 +54,9 @@ func checkShapes(t *testing.T, rep *Report, shapes, modes []string, customers, b
 			t.Errorf("%s %s: %d customers, want %d", tr.Shape, tr.Mode, tr.Customers, want)
 		}
 	}
+	if len(rep.Drains) != len(shapes)*len(modes) {
+		t.Errorf("drains %+v: want one per shape and mode", rep.Drains)
+	}
 	if len(rep.Ratios) == 0 {
 		t.Error("no ratios against the baseline")
 	}

@@ -84,6 +84,7 @@ type config struct {
 	concurrency int
 	timeout     time.Duration
 	settle      time.Duration
+	drain       time.Duration
 	seed        uint64
 	server      string
 	clusterDir  string
@@ -116,6 +117,7 @@ type Report struct {
 	Steps         []StepReport      `json:"steps"`
 	Ratios        []Ratio           `json:"ratios,omitempty"`
 	Isolation     []TenantIsolation `json:"tenant_isolation,omitempty"`
+	Drains        []Drain           `json:"drains"`
 	Totals        []TotalsReport    `json:"totals"`
 	OK            bool              `json:"ok"`
 }
@@ -192,6 +194,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.concurrency, "concurrency", 100, "requests in flight at most per mode; a request due beyond it is dropped (raised to -burst)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "deadline of each request")
 	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "how long the totals check waits for points to stop moving")
+	fs.DurationVar(&cfg.drain, "drain", time.Minute, "after each mode, how long to wait at most until none of its (busiest 100) entities has a workflow task pending, so the next mode starts on an idle server")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "random seed (customers, points, redeliveries)")
 	fs.StringVar(&cfg.server, "server", serverDev, "server to start without -temporal: dev (Temporal dev server; -dev-db for SQLite) or cluster (temporal-server on PostgreSQL, as bin/cluster; needs `make cluster-tools`)")
 	fs.StringVar(&cfg.clusterDir, "cluster-dir", "data/load-cluster", "-server cluster: folder for the server's configuration and log")
@@ -219,8 +222,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if (set["step"] && *stepDur <= 0) || (set["customers"] && *customers <= 0) || cfg.concurrency <= 0 || cfg.timeout <= 0 || cfg.redeliver < 0 || cfg.redeliver >= 1 {
 		return cfg, errors.New("-step, -customers, -concurrency and -timeout must be positive, -redeliver in [0, 1)")
 	}
-	if *burst < 0 || cfg.cache < 0 {
-		return cfg, errors.New("-burst and -cache must not be negative")
+	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 {
+		return cfg, errors.New("-burst, -cache, -drain and -settle must not be negative")
 	}
 	if !(*zipfS > 1) {
 		return cfg, fmt.Errorf("-zipf-s %v: want more than 1", *zipfS)
@@ -512,7 +515,7 @@ func loadAPIKey(ctx context.Context, st *store.Store, tenant string) (string, er
 func budget(cfg config) time.Duration {
 	var d time.Duration
 	for _, sp := range cfg.plans {
-		per := worstCase(sp, cfg.timeout, cfg.concurrency) + cfg.settle + 30*time.Second +
+		per := worstCase(sp, cfg.timeout, cfg.concurrency) + cfg.settle + cfg.drain + 30*time.Second +
 			time.Duration(totalRequests(sp))*6*time.Millisecond
 		d += time.Duration(len(cfg.modes)) * per
 	}
@@ -568,6 +571,11 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 					r.Shape, r.Mode, r.Label, r.Phase, tenantSuffix(r.Tenant), r.Throughput, r.P99, mixString(r.Mix))
 			})
 			rep.Steps = append(rep.Steps, steps...)
+			took, quiet := drain(ctx, e.c, tgt, gens, cfg.drain)
+			rep.Drains = append(rep.Drains, Drain{Shape: sp.Shape, Mode: mode, Seconds: float64(took.Milliseconds()) / 1000, Quiet: quiet})
+			if !quiet {
+				fmt.Fprintf(progress, "load: %s %s: entities still busy after -drain %s\n", sp.Shape, mode, cfg.drain)
+			}
 			for _, tenant := range sp.Tenants {
 				if tr, ok := settleAndCheck(ctx, tgt, tenant, gens[tenant].led, cfg.settle); ok {
 					tr.Shape, tr.Mode, tr.Tenant = sp.Shape, mode, tenant
@@ -707,6 +715,14 @@ func printReport(w io.Writer, rep *Report) {
 				i.Alone.Throughput, i.Alone.P50, i.Alone.P99, i.With.Throughput, i.With.P50, i.With.P99, i.Throughput, i.P99, i.Noisy.Throughput, i.Noisy.P99)
 		}
 		_ = tw.Flush()
+	}
+	fmt.Fprintln(w, "\nafter each mode, until its entities had no workflow task pending:")
+	for _, d := range rep.Drains {
+		state := "idle"
+		if !d.Quiet {
+			state = "still busy"
+		}
+		fmt.Fprintf(w, "  %-8s %-8s %s after %.1f s\n", d.Shape, d.Mode, state, d.Seconds)
 	}
 	fmt.Fprintln(w, "\nexact totals (per customer: sure <= points <= sure + unknown):")
 	for _, t := range rep.Totals {

@@ -286,6 +286,7 @@ func TestParseFlags(t *testing.T) {
 		{"-customers", "0"},
 		{"-burst", "-1"},
 		{"-cache", "-1"},
+		{"-drain", "-1s"},
 		{"-zipf-s", "1"},
 		{"-worker", "maybe"},
 		{"-server", "prod"},

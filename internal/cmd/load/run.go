@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 )
 
 // generator makes the events of one tenant of one mode: a new event for a
@@ -165,6 +170,53 @@ func runPlan(ctx context.Context, mode string, tgt target, sp shapePlan, gens ma
 		}
 	}
 	return out
+}
+
+// drainSample is how many of a mode's customers (the busiest) drain watches.
+const drainSample = 100
+
+// Drain is how long a mode's entities took to finish their work after its
+// last step: updates admitted but not yet applied (their callers may have
+// given up) still take the workers' time, and would slow the next mode.
+type Drain struct {
+	Shape   string  `json:"shape"`
+	Mode    string  `json:"mode"`
+	Seconds float64 `json:"seconds"`
+	// Quiet is false when some entity still had a workflow task pending
+	// at the deadline.
+	Quiet bool `json:"quiet"`
+}
+
+// drain waits, at most limit, until none of the busiest customers of gens
+// has a workflow task pending (DescribeWorkflowExecution).
+func drain(ctx context.Context, c client.Client, tgt target, gens map[string]*generator, limit time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	deadline := start.Add(limit)
+	var ids []string
+	for tenant, g := range gens {
+		for _, cust := range g.led.busiest(drainSample) {
+			ids = append(ids, tgt.workflowID(tenant, cust))
+		}
+	}
+	for {
+		busy := slices.ContainsFunc(ids, func(id string) bool {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			d, err := c.DescribeWorkflowExecution(dctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return false
+			}
+			return err != nil || d.GetPendingWorkflowTask() != nil
+		})
+		if !busy {
+			return time.Since(start), true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return time.Since(start), false
+		}
+		time.Sleep(settleWait)
+	}
 }
 
 // settleReaders bounds the totals check's reads in flight.

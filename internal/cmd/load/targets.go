@@ -30,6 +30,8 @@ type target interface {
 	// points returns the points of a tenant's customer ("" the default
 	// tenant); ok false for a target without entities (the baseline).
 	points(ctx context.Context, tenant, customer string) (int64, bool, error)
+	// workflowID is the workflow ID of a tenant's customer's entity.
+	workflowID(tenant, customer string) string
 }
 
 // httpTarget drives POST /v1/customers/{id}/points with the event's key as
@@ -66,6 +68,10 @@ func (t *httpTarget) send(ctx context.Context, e *event) string {
 }
 
 func (t *httpTarget) fate(kind string) fate { return httpFate(kind) }
+
+func (t *httpTarget) workflowID(tenant, customer string) string {
+	return workflows.RewardsWorkflowIDFor(tenant, customer)
+}
 
 func (t *httpTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/v1/customers/"+customer, nil)
@@ -130,6 +136,10 @@ func clientKind(ctx context.Context, err error) string {
 
 func (t *clientTarget) fate(kind string) fate { return clientFate(kind) }
 
+func (t *clientTarget) workflowID(tenant, customer string) string {
+	return workflows.RewardsWorkflowIDFor(tenant, customer)
+}
+
 func (t *clientTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {
 	st, err := t.rc.For(tenant).Status(ctx, customer)
 	if errors.Is(err, rewardsclient.ErrUnknownCustomer) {
@@ -193,6 +203,10 @@ func (t *baselineTarget) send(ctx context.Context, e *event) string {
 }
 
 func (t *baselineTarget) fate(string) fate { return fateNone }
+
+// workflowID is the customer: the baseline's workflow IDs are its customers'
+// names, which hold the tenant.
+func (t *baselineTarget) workflowID(_, customer string) string { return customer }
 
 func (t *baselineTarget) points(context.Context, string, string) (int64, bool, error) {
 	return 0, false, nil
