@@ -222,18 +222,25 @@ func drain(ctx context.Context, c client.Client, tgt target, gens map[string]*ge
 // settleReaders bounds the totals check's reads in flight.
 const settleReaders = 16
 
-// settleAndCheck reads every customer's points until two reads a second
-// apart agree (updates admitted before a timeout may still be applying), at
-// most for settle, then checks them against the ledger.
+// settleAndCheck reads every customer's points until two successive reads
+// of it a second apart agree (updates admitted before a timeout may still be
+// applying), re-reading only the customers not settled yet, for at most
+// settle after the first round, then checks them against the ledger: each
+// customer by its last successful read, a customer never read fails.
 func settleAndCheck(ctx context.Context, tgt target, tenant string, led *ledger, settle time.Duration) (TotalsReport, bool) {
 	want := led.expectations()
-	read := func() (map[string]int64, map[string]error, bool) {
-		got, errs := map[string]int64{}, map[string]error{}
+	got, errs := map[string]int64{}, map[string]error{}
+	settled := map[string]bool{}
+	var deadline time.Time
+	for {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, settleReaders)
 		supported := true
 		for c := range want {
+			if settled[c] {
+				continue
+			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
@@ -246,31 +253,32 @@ func settleAndCheck(ctx context.Context, tgt target, tenant string, led *ledger,
 				case !ok:
 					supported = false
 				case err != nil:
-					errs[c] = err
+					if _, read := got[c]; !read {
+						errs[c] = err
+					}
 				default:
+					prev, read := got[c]
+					settled[c] = read && prev == p
 					got[c] = p
+					delete(errs, c)
 				}
 			})
 		}
 		wg.Wait()
-		return got, errs, supported
-	}
-	got, errs, ok := read()
-	if !ok {
-		return TotalsReport{}, false
-	}
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(settleWait)
-		again, errs2, _ := read()
-		same := len(errs2) == 0 && len(errs) == 0 && len(again) == len(got)
-		for c, p := range again {
-			same = same && got[c] == p
+		if !supported {
+			return TotalsReport{}, false
 		}
-		got, errs = again, errs2
-		if same {
+		if deadline.IsZero() {
+			deadline = time.Now().Add(settle)
+		}
+		done := true
+		for c := range want {
+			done = done && settled[c]
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
+		time.Sleep(settleWait)
 	}
 	return checkTotals(want, got, errs), true
 }
