@@ -68,7 +68,7 @@ func TestShapesOnDevServer(t *testing.T) {
 	devserver.RequireCLI(t)
 	const customers, burst = 5, 8
 	cfg, err := parseFlags([]string{"-shape", strings.Join(allShapes, ","), "-rates", "11", "-step", "1s",
-		"-customers", "5", "-burst", "8", "-timeout", "5s", "-settle", "2s"}, io.Discard)
+		"-customers", "5", "-burst", "8", "-timeout", "5s", "-settle", "2s", "-warmup", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestShapesOnCluster(t *testing.T) {
 	const burst = 8
 	shapes := []string{shapeHot, shapeTenants}
 	cfg, err := parseFlags([]string{"-temporal", srv.Address, "-worker", "on", "-shape", strings.Join(shapes, ","),
-		"-rates", "11", "-step", "1s", "-customers", "5", "-burst", "8", "-timeout", "5s", "-settle", "2s"}, io.Discard)
+		"-rates", "11", "-step", "1s", "-customers", "5", "-burst", "8", "-timeout", "5s", "-settle", "2s", "-warmup", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,12 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
+// The warm-up's rate and customers (-warmup).
+const (
+	warmupRate      = 20
+	warmupCustomers = 20
+)
+
 // The modes, in the order they run.
 var allModes = []string{"baseline", "client", "http"}
 
@@ -85,6 +91,7 @@ type config struct {
 	timeout     time.Duration
 	settle      time.Duration
 	drain       time.Duration
+	warmup      time.Duration
 	seed        uint64
 	server      string
 	clusterDir  string
@@ -195,6 +202,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "deadline of each request")
 	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "how long the totals check waits for points to stop moving")
 	fs.DurationVar(&cfg.drain, "drain", time.Minute, "after each mode, how long to wait at most until none of its (busiest 100) entities has a workflow task pending, so the next mode starts on an idle server")
+	fs.DurationVar(&cfg.warmup, "warmup", 5*time.Second, "before the first shape, unmeasured traffic to each mode for this long (20/s over 20 customers of their own): a server just started answers its first requests slowly (0: none)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "random seed (customers, points, redeliveries)")
 	fs.StringVar(&cfg.server, "server", serverDev, "server to start without -temporal: dev (Temporal dev server; -dev-db for SQLite) or cluster (temporal-server on PostgreSQL, as bin/cluster; needs `make cluster-tools`)")
 	fs.StringVar(&cfg.clusterDir, "cluster-dir", "data/load-cluster", "-server cluster: folder for the server's configuration and log")
@@ -222,8 +230,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if (set["step"] && *stepDur <= 0) || (set["customers"] && *customers <= 0) || cfg.concurrency <= 0 || cfg.timeout <= 0 || cfg.redeliver < 0 || cfg.redeliver >= 1 {
 		return cfg, errors.New("-step, -customers, -concurrency and -timeout must be positive, -redeliver in [0, 1)")
 	}
-	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 {
-		return cfg, errors.New("-burst, -cache, -drain and -settle must not be negative")
+	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 || cfg.warmup < 0 {
+		return cfg, errors.New("-burst, -cache, -drain, -settle and -warmup must not be negative")
 	}
 	if !(*zipfS > 1) {
 		return cfg, fmt.Errorf("-zipf-s %v: want more than 1", *zipfS)
@@ -519,7 +527,7 @@ func budget(cfg config) time.Duration {
 			time.Duration(totalRequests(sp))*6*time.Millisecond
 		d += time.Duration(len(cfg.modes)) * per
 	}
-	return d + 2*time.Minute
+	return d + time.Duration(len(cfg.modes))*(cfg.warmup+cfg.timeout+cfg.drain) + 2*time.Minute
 }
 
 // run sets up, drives each shape in each mode in turn and checks the
@@ -552,6 +560,15 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		// stalled try is sent again (same update ID) within it.
 		"client": &clientTarget{rc: &rewardsclient.Client{Temporal: e.c, Logger: logger, AttemptTimeout: cfg.timeout / 2}},
 		"http":   &httpTarget{base: e.api, hc: hc, apiKeys: e.apiKeys},
+	}
+	if cfg.warmup > 0 {
+		fmt.Fprintf(progress, "load: warming up every mode for %s at %d/s (not measured)\n", cfg.warmup, warmupRate)
+		for mi, mode := range cfg.modes {
+			rng := rand.New(rand.NewPCG(cfg.seed, uint64(1<<24|mi)))
+			g := &generator{rng: rng, prefix: fmt.Sprintf("load-%s-warmup-%s", runID, mode), pick: func(int) int { return rng.IntN(warmupCustomers) }, led: &ledger{}}
+			runStep(ctx, targets[mode], newStep("", warmupRate, cfg.warmup), g, make(chan struct{}, cfg.concurrency), cfg.timeout)
+			drain(ctx, e.c, targets[mode], map[string]*generator{"": g}, cfg.drain)
+		}
 	}
 	for si, sp := range cfg.plans {
 		fmt.Fprintf(progress, "load: shape %s: %d requests at most per mode in %d phases\n", sp.Shape, totalRequests(sp), len(sp.Phases))

@@ -287,6 +287,7 @@ func TestParseFlags(t *testing.T) {
 		{"-burst", "-1"},
 		{"-cache", "-1"},
 		{"-drain", "-1s"},
+		{"-warmup", "-1s"},
 		{"-zipf-s", "1"},
 		{"-worker", "maybe"},
 		{"-server", "prod"},
