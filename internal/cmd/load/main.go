@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -340,8 +341,10 @@ func (e *env) close() {
 	}
 }
 
-// startServer starts the server of -server, or dials -temporal.
-func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env) error {
+// startServer starts the server of -server, or dials -temporal;
+// serverGone is called, with the reason, if a server it started exits
+// before the run ends.
+func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env, serverGone func(error)) error {
 	switch {
 	case cfg.temporal != "":
 		e.server, e.runtime = cfg.temporal, "a running server at "+cfg.temporal
@@ -350,6 +353,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env) e
 		if err := os.MkdirAll(cfg.clusterDir, 0o755); err != nil {
 			return err
 		}
+		// A server left listening there would answer in place of the one
+		// started here (which then fails to bind and exits).
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.clusterPort)))
+		if err != nil {
+			return fmt.Errorf("-cluster-port %d is taken (another server?): %w", cfg.clusterPort, err)
+		}
+		_ = ln.Close()
 		srv, err := cluster.Start(ctx, cluster.Options{
 			Postgres: cfg.postgres, Port: cfg.clusterPort, Namespace: cfg.namespace, Dir: cfg.clusterDir,
 			Database: clusterDatabase, VisibilityDatabase: clusterVisibilityDatabase,
@@ -358,6 +368,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env) e
 			return fmt.Errorf("starting temporal-server on PostgreSQL: %w", err)
 		}
 		e.cleanup = append(e.cleanup, func() { _ = srv.Stop() })
+		go func() {
+			_ = srv.Wait()
+			serverGone(fmt.Errorf("temporal-server exited; see %s", filepath.Join(cfg.clusterDir, "temporal-server.log")))
+		}()
 		e.server = srv.Address + " (self-started, log in " + filepath.Join(cfg.clusterDir, "temporal-server.log") + ")"
 		e.runtime = fmt.Sprintf("temporal-server (as bin/cluster) on PostgreSQL %s, databases %s and %s", cfg.postgres, clusterDatabase, clusterVisibilityDatabase)
 		return dial(ctx, cfg, srv.Address, logger, e)
@@ -408,9 +422,9 @@ func describeServer(ctx context.Context, c client.Client) (version, persistence 
 }
 
 // setup starts what the flags ask for.
-func setup(ctx context.Context, cfg config, logger *slog.Logger) (*env, error) {
+func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func(error)) (*env, error) {
 	e := &env{}
-	if err := startServer(ctx, cfg, logger, e); err != nil {
+	if err := startServer(ctx, cfg, logger, e, serverGone); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -536,11 +550,15 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	ctx, cancel := context.WithTimeout(ctx, budget(cfg))
 	defer cancel()
-	e, err := setup(ctx, cfg, logger)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	e, err := setup(ctx, cfg, logger, stop)
 	if err != nil {
 		return nil, err
 	}
+	// The cleanups stop the server first: no longer a failure then.
 	defer e.close()
+	defer stop(context.Canceled)
 	version, persistence, err := describeServer(ctx, e.c)
 	if err != nil {
 		return nil, err
@@ -603,7 +621,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		}
 	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("stopped before the end: %w", ctx.Err())
+		return nil, fmt.Errorf("stopped before the end: %w", context.Cause(ctx))
 	}
 	rep.Ratios = ratios(rep.Steps)
 	rep.Isolation = isolation(rep.Steps)
