@@ -86,12 +86,16 @@ func TestShapesOnDevServer(t *testing.T) {
 }
 
 // The hot shape with a burst and the tenants shape on temporal-server on
-// PostgreSQL (the test server of internal/cluster), through -temporal.
+// PostgreSQL (the test server of internal/cluster), through -temporal, in a
+// namespace of the test's own.
 func TestShapesOnCluster(t *testing.T) {
 	srv := cluster.ForTest(t)
+	// A namespace of its own: the harness's rewards worker must not take
+	// the tasks of other tests' entities left on the test databases.
+	ns := srv.NamespaceForTest(t, "load")
 	const burst = 8
 	shapes := []string{shapeHot, shapeTenants}
-	cfg, err := parseFlags([]string{"-temporal", srv.Address, "-worker", "on", "-shape", strings.Join(shapes, ","),
+	cfg, err := parseFlags([]string{"-temporal", srv.Address, "-namespace", ns, "-worker", "on", "-shape", strings.Join(shapes, ","),
 		"-rates", "11", "-step", "1s", "-customers", "5", "-burst", "8", "-timeout", "5s", "-settle", "2s", "-warmup", "1s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
