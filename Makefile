@@ -132,18 +132,26 @@ bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/integration/ingest/ | tee bench-ingest.txt
 	$(BENCHSTAT) -col /via bench-ingest.txt
 
-# A short load run against a self-started dev server (in memory) with the
-# rewards worker and the HTTP API in process: raw UpdateWithStart of a
-# do-nothing workflow (the baseline), the Go client and the HTTP API at stepped
-# rates with 10% redeliveries; per step throughput, latency percentiles and
-# answers, the ratios against the baseline and the exact-totals check. About
-# 2 minutes. LOAD_FLAGS changes the scenario (go run ./internal/cmd/load -h).
-# The dev server's and the harness's logs go to data/load.log.
-LOAD_FLAGS ?= -rates 50,100,200,400 -step 5s -timeout 5s -customers 20 -redeliver 0.1 -settle 5s
+# A short load run against a self-started server with the rewards worker and
+# the HTTP API in process: raw UpdateWithStart of a do-nothing workflow (the
+# baseline), the Go client and the HTTP API, each in the traffic shapes of
+# LOAD_SHAPE (uniform, new, existing, hot, zipf, tenants; comma-separated)
+# with 10% redeliveries; per step throughput, latency percentiles and
+# answers, the ratios against the baseline and the exact-totals check. The
+# report names the runtime, the server's version and its persistence.
+# LOAD_SERVER=dev (default: the dev server, in memory) or cluster
+# (temporal-server on PostgreSQL, as `make run-cluster`; databases
+# temporal_load*, log in data/load-cluster/). The default uniform shape takes
+# about 2 minutes; zipf alone runs 5 minutes per mode. LOAD_FLAGS changes the
+# rest (go run ./internal/cmd/load -h). The harness's log goes to
+# data/load.log.
+LOAD_SHAPE ?= uniform
+LOAD_SERVER ?= dev
+LOAD_FLAGS ?= -timeout 5s -settle 5s
 .PHONY: load
-load: $(TEMPORAL_FOR_RUN)
+load: $(TEMPORAL_FOR_RUN) $(if $(filter cluster,$(LOAD_SERVER)),cluster-tools)
 	@mkdir -p data
-	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(GO) run ./internal/cmd/load $(LOAD_FLAGS) 2>data/load.log \
+	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(GO) run ./internal/cmd/load -shape $(LOAD_SHAPE) -server $(LOAD_SERVER) $(LOAD_FLAGS) 2>data/load.log \
 		|| { echo "load failed; the end of data/load.log:"; tail -n 20 data/load.log; exit 1; }
 
 fuzz:

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -50,7 +52,9 @@ func clientFate(kind string) fate {
 
 // event is one distinct point event of a run (its key may be sent more than once).
 type event struct {
-	Key      string
+	Key string
+	// Tenant is the customer's tenant ("" the default tenant).
+	Tenant   string
 	Customer string
 	Points   int64
 	applied  bool
@@ -78,6 +82,21 @@ func (l *ledger) pick(i int) *event {
 		return nil
 	}
 	return l.events[i%len(l.events)]
+}
+
+// busiest returns at most n customers, those with the most events first.
+func (l *ledger) busiest(n int) []string {
+	l.mu.Lock()
+	counts := map[string]int{}
+	for _, e := range l.events {
+		counts[e.Customer]++
+	}
+	l.mu.Unlock()
+	customers := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(customers, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
+	})
+	return customers[:min(n, len(customers))]
 }
 
 // record notes one answer for e.
@@ -130,7 +149,9 @@ type CustomerCheck struct {
 
 // TotalsReport is the exact-totals check of one mode.
 type TotalsReport struct {
+	Shape     string          `json:"shape"`
 	Mode      string          `json:"mode"`
+	Tenant    string          `json:"tenant,omitempty"`
 	Customers int             `json:"customers"`
 	Sure      int64           `json:"sure"`
 	Unknown   int64           `json:"unknown"`
@@ -143,8 +164,8 @@ type TotalsReport struct {
 // checkTotals compares each customer's points with what the answers allow:
 // Sure <= actual <= Sure+Unknown (exactly Sure when nothing is unknown). A
 // customer whose points could not be read fails.
-func checkTotals(mode string, want map[string]expectation, actual map[string]int64, readErr map[string]error) TotalsReport {
-	r := TotalsReport{Mode: mode, OK: true}
+func checkTotals(want map[string]expectation, actual map[string]int64, readErr map[string]error) TotalsReport {
+	r := TotalsReport{OK: true}
 	customers := make([]string, 0, len(want))
 	for c := range want {
 		customers = append(customers, c)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -70,7 +71,7 @@ func TestCheckTotals(t *testing.T) {
 		"none":    {},
 	}
 	actual := map[string]int64{"exact": 10, "inrange": 13, "low": 9, "high": 11, "none": 0}
-	r := checkTotals("http", want, actual, map[string]error{"unread": errors.New("boom")})
+	r := checkTotals(want, actual, map[string]error{"unread": errors.New("boom")})
 	if r.OK || r.Customers != 6 || r.Exact != 2 || r.Sure != 41 || r.Unknown != 10 || r.Actual != 43 {
 		t.Fatalf("%+v", r)
 	}
@@ -81,11 +82,11 @@ func TestCheckTotals(t *testing.T) {
 	if len(failed) != 3 || failed[0] != "high" || failed[1] != "low" || failed[2] != "unread" {
 		t.Fatalf("failed %v", failed)
 	}
-	ok := checkTotals("client", map[string]expectation{"a": {Sure: 4, Unknown: 2}}, map[string]int64{"a": 6}, nil)
+	ok := checkTotals(map[string]expectation{"a": {Sure: 4, Unknown: 2}}, map[string]int64{"a": 6}, nil)
 	if !ok.OK || ok.Exact != 0 {
 		t.Fatalf("%+v", ok)
 	}
-	missing := checkTotals("client", map[string]expectation{"a": {Sure: 4}}, map[string]int64{}, nil)
+	missing := checkTotals(map[string]expectation{"a": {Sure: 4}}, map[string]int64{}, nil)
 	if missing.OK {
 		t.Fatal("a customer with points due and none read passed")
 	}
@@ -94,7 +95,8 @@ func TestCheckTotals(t *testing.T) {
 // Redeliveries repeat earlier events (same key), new events get new keys,
 // and the share of redeliveries follows -redeliver.
 func TestGenerator(t *testing.T) {
-	g := &generator{rng: rand.New(rand.NewPCG(1, 2)), prefix: "p", customers: 3, redeliver: 0.25, led: &ledger{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	g := &generator{rng: rng, prefix: "p", pick: newPicker(shapePlan{Shape: shapeUniform, Customers: 3}, rng), redeliver: 0.25, led: &ledger{}}
 	seen := map[string]bool{}
 	again := 0
 	for range 4000 {
@@ -117,5 +119,26 @@ func TestGenerator(t *testing.T) {
 	}
 	if again < 800 || again > 1200 {
 		t.Fatalf("%d redeliveries of 4000 at 0.25", again)
+	}
+}
+
+// The drain watches the customers with the most events first.
+func TestLedgerBusiest(t *testing.T) {
+	var l ledger
+	for _, c := range []string{"b", "a", "c", "a", "c", "a", "d"} {
+		l.add(&event{Key: c, Customer: c})
+	}
+	for _, tc := range []struct {
+		n    int
+		want []string
+	}{
+		{0, []string{}},
+		{1, []string{"a"}},
+		{3, []string{"a", "c", "b"}},
+		{10, []string{"a", "c", "b", "d"}},
+	} {
+		if got := l.busiest(tc.n); !slices.Equal(got, tc.want) {
+			t.Errorf("busiest(%d) = %q, want %q", tc.n, got, tc.want)
+		}
 	}
 }

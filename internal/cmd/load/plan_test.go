@@ -2,6 +2,11 @@ package main
 
 import (
 	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,14 +16,8 @@ func TestParseRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []float64{25, 50, 100, 200.5}
-	if len(got) != len(want) {
+	if want := []float64{25, 50, 100, 200.5}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("got %v, want %v", got, want)
-		}
 	}
 	for _, bad := range []string{"", ",", "0", "-5", "abc", "10,x", "NaN", "Inf"} {
 		if _, err := parseRates(bad); err == nil {
@@ -27,26 +26,111 @@ func TestParseRates(t *testing.T) {
 	}
 }
 
-func TestPlanSteps(t *testing.T) {
-	steps := planSteps([]float64{25, 0.01, 2.5}, 20*time.Second)
-	wantCounts := []int{500, 1, 50}
-	for i, s := range steps {
-		if s.Count != wantCounts[i] || s.Duration != 20*time.Second {
-			t.Errorf("step %d: %+v, want %d requests over 20s", i, s, wantCounts[i])
+func TestParseShapes(t *testing.T) {
+	got, err := parseShapes("new, hot,tenants,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{shapeNew, shapeHot, shapeTenants}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", ",", "zipff", "new,cold"} {
+		if _, err := parseShapes(bad); err == nil {
+			t.Errorf("parseShapes(%q) accepted", bad)
 		}
 	}
-	if n := totalRequests(steps); n != 551 {
-		t.Errorf("totalRequests = %d, want 551", n)
+}
+
+// phaseSummary is a plan's phase in a comparable form.
+type phaseSummary struct {
+	name  string
+	steps string
+}
+
+func summarizePhases(sp shapePlan) []phaseSummary {
+	var out []phaseSummary
+	for _, ph := range sp.Phases {
+		var parts []string
+		for _, s := range ph.Steps {
+			t := s.Tenant
+			if t == "" {
+				t = "default"
+			}
+			parts = append(parts, t+"@"+s.label()+"x"+strconv.Itoa(s.Count))
+		}
+		out = append(out, phaseSummary{ph.Name, strings.Join(parts, "+")})
 	}
-	if d := worstCase(steps, 10*time.Second); d != 90*time.Second {
-		t.Errorf("worstCase = %s, want 1m30s", d)
+	return out
+}
+
+func TestPlanShape(t *testing.T) {
+	p := shapeParams{Rates: []float64{10, 20}, Step: 2 * time.Second, Customers: 50, Burst: 0, ZipfS: 1.2}
+	withBurst := p
+	withBurst.Burst = 30
+	tenants := p
+	tenants.Rates = []float64{110}
+	for _, tc := range []struct {
+		shape     string
+		p         shapeParams
+		customers int
+		warm      bool
+		tenants   []string
+		phases    []phaseSummary
+		total     int
+	}{
+		{shapeUniform, p, 50, false, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}}, 60},
+		{shapeNew, p, 0, false, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}}, 60},
+		// Warming sends one event per customer before the phases.
+		{shapeExisting, p, 50, true, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}}, 110},
+		{shapeHot, p, 1, false, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}}, 60},
+		{shapeHot, withBurst, 1, false, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}, {phaseBurst, "default@30 at oncex30"}}, 90},
+		{shapeZipf, p, 50, false, []string{""}, []phaseSummary{{"", "default@10/sx20"}, {"", "default@20/sx40"}}, 60},
+		// 110/s: the quiet tenant 10/s alone, then 10/s beside the noisy 100/s.
+		{shapeTenants, tenants, 50, false, []string{quietTenant, noisyTenant}, []phaseSummary{
+			{phaseAlone, quietTenant + "@10/sx20"},
+			{phaseWithNoisy, quietTenant + "@10/sx20+" + noisyTenant + "@100/sx200"},
+		}, 240},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			sp := planShape(tc.shape, tc.p)
+			if sp.Shape != tc.shape || sp.Customers != tc.customers || sp.Warm != tc.warm || !slices.Equal(sp.Tenants, tc.tenants) {
+				t.Errorf("plan %+v: want customers %d, warm %v, tenants %q", sp, tc.customers, tc.warm, tc.tenants)
+			}
+			if got := summarizePhases(sp); !slices.Equal(got, tc.phases) {
+				t.Errorf("phases %v, want %v", got, tc.phases)
+			}
+			if n := totalRequests(sp); n != tc.total {
+				t.Errorf("totalRequests = %d, want %d", n, tc.total)
+			}
+		})
+	}
+}
+
+func TestPlanStepsRounding(t *testing.T) {
+	phases := planSteps([]float64{25, 0.01, 2.5}, 20*time.Second)
+	for i, want := range []int{500, 1, 50} {
+		if s := phases[i].Steps[0]; s.Count != want || s.Duration != 20*time.Second {
+			t.Errorf("step %d: %+v, want %d requests over 20s", i, s, want)
+		}
+	}
+}
+
+// The bound covers every phase's longest step and a drain each, and the
+// warming in rounds of the concurrency bound.
+func TestWorstCase(t *testing.T) {
+	p := shapeParams{Rates: []float64{110, 220}, Step: 10 * time.Second, Customers: 250}
+	if d := worstCase(planShape(shapeTenants, p), 5*time.Second, 100); d != 60*time.Second {
+		t.Errorf("tenants: %s, want 1m0s (4 phases of 10s, 4 drains of 5s)", d)
+	}
+	if d := worstCase(planShape(shapeExisting, p), 5*time.Second, 100); d != 45*time.Second {
+		t.Errorf("existing: %s, want 45s (3 warming rounds of 5s, 2 steps of 10s, 2 drains)", d)
 	}
 }
 
 // Requests are spaced evenly at 1/rate from the step's start, the last one
-// due before the step ends.
+// due before the step ends; a burst's are all due at once.
 func TestStepOffsets(t *testing.T) {
-	s := planSteps([]float64{200}, 2*time.Second)[0]
+	s := newStep("", 200, 2*time.Second)
 	if s.offset(0) != 0 || s.offset(1) != 5*time.Millisecond || s.offset(200) != time.Second {
 		t.Fatalf("offsets %s %s %s", s.offset(0), s.offset(1), s.offset(200))
 	}
@@ -58,6 +142,91 @@ func TestStepOffsets(t *testing.T) {
 			t.Fatalf("offset %d not after %d", i, i-1)
 		}
 	}
+	b := planShape(shapeHot, shapeParams{Rates: []float64{1}, Step: time.Second, Burst: 5}).Phases[1].Steps[0]
+	for i := range b.Count {
+		if b.offset(i) != 0 {
+			t.Fatalf("burst request %d due at %s", i, b.offset(i))
+		}
+	}
+}
+
+func TestPickers(t *testing.T) {
+	const draws = 20000
+	for _, tc := range []struct {
+		sp shapePlan
+		// check sees every draw's customer index and the draw's seq.
+		check func(t *testing.T, counts map[int]int)
+	}{
+		{shapePlan{Shape: shapeNew}, func(t *testing.T, counts map[int]int) {
+			if len(counts) != draws {
+				t.Errorf("%d distinct customers in %d draws, want every one new", len(counts), draws)
+			}
+		}},
+		{shapePlan{Shape: shapeHot, Customers: 1}, func(t *testing.T, counts map[int]int) {
+			if counts[0] != draws {
+				t.Errorf("counts %v, want all on customer 0", counts)
+			}
+		}},
+		{shapePlan{Shape: shapeUniform, Customers: 10}, func(t *testing.T, counts map[int]int) {
+			for i := range 10 {
+				if c := counts[i]; c < draws/10*8/10 || c > draws/10*12/10 {
+					t.Errorf("customer %d drawn %d times of %d, want about %d", i, c, draws, draws/10)
+				}
+			}
+			if len(counts) != 10 {
+				t.Errorf("%d customers drawn, want 10", len(counts))
+			}
+		}},
+		{shapePlan{Shape: shapeExisting, Customers: 200}, func(t *testing.T, counts map[int]int) {
+			for i := range counts {
+				if i < 0 || i >= 200 {
+					t.Errorf("customer %d out of [0, 200)", i)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.sp.Shape, func(t *testing.T) {
+			pick := newPicker(tc.sp, rand.New(rand.NewPCG(7, 8)))
+			counts := map[int]int{}
+			for seq := 1; seq <= draws; seq++ {
+				counts[pick(seq)]++
+			}
+			tc.check(t, counts)
+		})
+	}
+}
+
+// The Zipf draw stays in the customer space and follows the law: the most
+// frequent customers are the lowest ranks, each drawn about N*(1+k)^-s/H
+// times.
+func TestZipfPicker(t *testing.T) {
+	const draws, customers, s = 200000, 100000, 1.1
+	pick := newPicker(shapePlan{Shape: shapeZipf, Customers: customers, ZipfS: s}, rand.New(rand.NewPCG(3, 4)))
+	counts := map[int]int{}
+	for seq := 1; seq <= draws; seq++ {
+		k := pick(seq)
+		if k < 0 || k >= customers {
+			t.Fatalf("customer %d out of [0, %d)", k, customers)
+		}
+		counts[k]++
+	}
+	h := 0.0
+	for k := range customers {
+		h += math.Pow(1+float64(k), -s)
+	}
+	for _, k := range []int{0, 1, 2, 9, 99} {
+		want := draws * math.Pow(1+float64(k), -s) / h
+		if got := float64(counts[k]); math.Abs(got-want) > 0.1*want+3*math.Sqrt(want) {
+			t.Errorf("rank %d drawn %v times, want about %.0f", k, got, want)
+		}
+	}
+	if counts[0] <= counts[1] || counts[1] <= counts[9] {
+		t.Errorf("ranks 0, 1, 9 drawn %d, %d, %d times: want decreasing", counts[0], counts[1], counts[9])
+	}
+	// A long tail: many customers, most seen once or twice.
+	if len(counts) < draws/10 {
+		t.Errorf("%d distinct customers in %d draws: no tail", len(counts), draws)
+	}
 }
 
 func TestParseFlags(t *testing.T) {
@@ -65,23 +234,65 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.steps) != 2 || cfg.steps[1].Count != 100 || len(cfg.modes) != 2 || cfg.modes[0] != "http" {
+	if len(cfg.plans) != 1 || cfg.plans[0].Shape != shapeUniform || len(cfg.plans[0].Phases) != 2 ||
+		cfg.plans[0].Phases[1].Steps[0].Count != 100 || !slices.Equal(cfg.modes, []string{"http", "baseline"}) {
 		t.Fatalf("%+v", cfg)
 	}
+
+	// Each shape takes its own defaults unless the flags are given.
+	cfg, err = parseFlags([]string{"-shape", "zipf,existing,hot", "-burst", "300", "-cache", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipf, existing, hot := cfg.plans[0], cfg.plans[1], cfg.plans[2]
+	if zipf.Customers != 100_000 || zipf.ZipfS != 1.1 || zipf.Phases[0].Steps[0].Duration != 5*time.Minute || zipf.Phases[0].Steps[0].Rate != 100 {
+		t.Errorf("zipf defaults: %+v", zipf)
+	}
+	if existing.Customers != 200 || !existing.Warm {
+		t.Errorf("existing defaults: %+v", existing)
+	}
+	if len(hot.Phases) != 5 || hot.Phases[4].Steps[0].Count != 300 || cfg.concurrency != 300 || cfg.cache != 1 {
+		t.Errorf("hot with a burst of 300: %+v, concurrency %d", hot, cfg.concurrency)
+	}
+	cfg, err = parseFlags([]string{"-shape", "zipf", "-step", "3s", "-customers", "1000", "-rates", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.plans[0].Phases[0].Steps[0]; cfg.plans[0].Customers != 1000 || s.Duration != 3*time.Second || s.Count != 15 {
+		t.Errorf("zipf with flags: %+v", cfg.plans[0])
+	}
+
 	t.Setenv("ENTITYFLOW_API_KEY", "")
+	t.Setenv("ENTITYFLOW_TENANT_API_KEYS", "")
 	if _, err := parseFlags([]string{"-temporal", "127.0.0.1:7233", "-api", "http://[::1]:8080/", "-api-key", "efk_k"}, io.Discard); err != nil {
 		t.Fatalf("loopback refused: %v", err)
+	}
+	cfg, err = parseFlags([]string{"-shape", "tenants", "-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-tenant-api-keys", "efk_q,efk_n"}, io.Discard)
+	if err != nil || !slices.Equal(cfg.tenantKeys, []string{"efk_q", "efk_n"}) {
+		t.Fatalf("tenant keys: %v, %v", cfg.tenantKeys, err)
 	}
 	for _, args := range [][]string{
 		{"-temporal", "10.0.0.5:7233"},
 		{"-temporal", "example.com:7233"},
 		{"-temporal", "127.0.0.1:7233", "-api", "http://192.168.1.2:8080"},
-		{"-api", "http://127.0.0.1:8080", "-api-key", "efk_k"},           // an API without its server
-		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080"}, // an API without a key
+		{"-api", "http://127.0.0.1:8080", "-api-key", "efk_k"},                                                     // an API without its server
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080"},                                           // an API without a key
+		{"-shape", "tenants", "-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k"}, // no tenant keys
 		{"-modes", "grpc"},
+		{"-shape", "cold"},
 		{"-redeliver", "1"},
 		{"-rates", "0"},
+		{"-step", "0s"},
+		{"-customers", "0"},
+		{"-burst", "-1"},
+		{"-cache", "-1"},
+		{"-drain", "-1s"},
+		{"-warmup", "-1s"},
+		{"-zipf-s", "1"},
 		{"-worker", "maybe"},
+		{"-server", "prod"},
+		{"-server", "cluster", "-temporal", "127.0.0.1:7233"},
+		{"-server", "cluster", "-dev-db", "x.db"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

@@ -2,21 +2,42 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 )
 
-// generator makes the events of one mode: a new event for a random customer,
-// or (with probability redeliver) an earlier event again.
+// generator makes the events of one tenant of one mode: a new event for a
+// customer the shape's picker draws, or (with probability redeliver) an
+// earlier event again.
 type generator struct {
 	rng       *rand.Rand
 	prefix    string
-	customers int
+	tenant    string
+	pick      picker
 	redeliver float64
 	seq       int
 	led       *ledger
+}
+
+// customer names the customer of index i.
+func (g *generator) customer(i int) string { return fmt.Sprintf("%s-%d", g.prefix, i) }
+
+// fresh returns a new event for customer i.
+func (g *generator) fresh(i int) *event {
+	g.seq++
+	return &event{
+		Key:      fmt.Sprintf("%s-k%d", g.prefix, g.seq),
+		Tenant:   g.tenant,
+		Customer: g.customer(i),
+		Points:   1 + g.rng.Int64N(10),
+	}
 }
 
 // next returns the event to send and whether it repeats an earlier one.
@@ -26,20 +47,14 @@ func (g *generator) next() (*event, bool) {
 			return e, true
 		}
 	}
-	g.seq++
-	e := &event{
-		Key:      fmt.Sprintf("%s-k%d", g.prefix, g.seq),
-		Customer: fmt.Sprintf("%s-%d", g.prefix, g.rng.IntN(g.customers)),
-		Points:   1 + g.rng.Int64N(10),
-	}
-	return e, false
+	return g.fresh(g.pick(g.seq + 1)), false
 }
 
 // runStep offers s.Count requests on schedule (open loop: a request is sent
 // when due whether or not earlier ones were answered), at most cap(sem) in
 // flight (a request due when the bound is reached is dropped, not queued),
 // each bounded by timeout; it returns once every request sent has an answer.
-func runStep(ctx context.Context, mode string, tgt target, s step, g *generator, sem chan struct{}, timeout time.Duration) StepReport {
+func runStep(ctx context.Context, tgt target, s step, g *generator, sem chan struct{}, timeout time.Duration) StepReport {
 	results := make([]result, 0, s.Count)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -78,11 +93,7 @@ loop:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			defer cancel()
-			t0 := time.Now()
-			kind := tgt.send(rctx, e)
-			lat := time.Since(t0)
+			kind, lat := sendOne(ctx, tgt, e, timeout)
 			g.led.record(e, tgt.fate(kind))
 			add(result{Kind: kind, Latency: lat})
 		})
@@ -90,64 +101,184 @@ loop:
 	wg.Wait()
 	// Throughput is over the step's whole duration at least, so a step that
 	// answers promptly is measured at its offered rate, not above it.
-	return summarize(mode, s, results, redelivered, max(time.Since(start), s.Duration))
+	return summarize(s, results, redelivered, max(time.Since(start), s.Duration))
 }
 
-// runMode runs every step against one target.
-func runMode(ctx context.Context, mode string, tgt target, steps []step, g *generator, concurrency int, timeout time.Duration, progress func(StepReport)) []StepReport {
+// sendOne sends e with its own deadline (not cut short by ctx: an answer is
+// awaited even when the run is being stopped) and times it.
+func sendOne(ctx context.Context, tgt target, e *event, timeout time.Duration) (string, time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	t0 := time.Now()
+	kind := tgt.send(rctx, e)
+	return kind, time.Since(t0)
+}
+
+// warm sends one event to each of the generator's first n customers, at
+// most cap(sem) at a time, recorded in the ledger but not measured: the
+// entities exist before the measured phases start.
+func warm(ctx context.Context, tgt target, g *generator, n int, sem chan struct{}, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case sem <- struct{}{}:
+		}
+		e := g.fresh(i)
+		g.led.add(e)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			kind, _ := sendOne(ctx, tgt, e, timeout)
+			g.led.record(e, tgt.fate(kind))
+		})
+	}
+	wg.Wait()
+}
+
+// runPlan runs a shape's phases against one target, the steps of a phase
+// together, each with its tenant's generator; it warms the customers first
+// when the plan says so.
+func runPlan(ctx context.Context, mode string, tgt target, sp shapePlan, gens map[string]*generator, concurrency int, timeout time.Duration, progress func(StepReport)) []StepReport {
 	sem := make(chan struct{}, concurrency)
+	if sp.Warm {
+		for _, t := range sp.Tenants {
+			warm(ctx, tgt, gens[t], sp.Customers, sem, timeout)
+		}
+	}
 	var out []StepReport
-	for _, s := range steps {
+	for _, ph := range sp.Phases {
 		if ctx.Err() != nil {
 			break
 		}
-		r := runStep(ctx, mode, tgt, s, g, sem, timeout)
-		out = append(out, r)
-		if progress != nil {
-			progress(r)
+		reports := make([]StepReport, len(ph.Steps))
+		var wg sync.WaitGroup
+		for i, s := range ph.Steps {
+			wg.Go(func() {
+				r := runStep(ctx, tgt, s, gens[s.Tenant], sem, timeout)
+				r.Shape, r.Mode, r.Phase = sp.Shape, mode, ph.Name
+				reports[i] = r
+			})
+		}
+		wg.Wait()
+		for _, r := range reports {
+			out = append(out, r)
+			if progress != nil {
+				progress(r)
+			}
 		}
 	}
 	return out
 }
 
-// settleAndCheck reads every customer's points until two reads a second
-// apart agree (updates admitted before a timeout may still be applying), at
-// most for settle, then checks them against the ledger.
-func settleAndCheck(ctx context.Context, mode string, tgt target, led *ledger, settle time.Duration) (TotalsReport, bool) {
-	want := led.expectations()
-	read := func() (map[string]int64, map[string]error, bool) {
-		got, errs := map[string]int64{}, map[string]error{}
-		for c := range want {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			p, ok, err := tgt.points(rctx, c)
-			cancel()
-			if !ok {
-				return nil, nil, false
+// drainSample is how many of a mode's customers (the busiest) drain watches.
+const drainSample = 100
+
+// Drain is how long a mode's entities took to finish their work after its
+// last step: updates admitted but not yet applied (their callers may have
+// given up) still take the workers' time, and would slow the next mode.
+type Drain struct {
+	Shape   string  `json:"shape"`
+	Mode    string  `json:"mode"`
+	Seconds float64 `json:"seconds"`
+	// Quiet is false when some entity still had a workflow task pending
+	// at the deadline.
+	Quiet bool `json:"quiet"`
+}
+
+// drain waits, at most limit, until none of the busiest customers of gens
+// has a workflow task pending (DescribeWorkflowExecution).
+func drain(ctx context.Context, c client.Client, tgt target, gens map[string]*generator, limit time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	deadline := start.Add(limit)
+	var ids []string
+	for tenant, g := range gens {
+		for _, cust := range g.led.busiest(drainSample) {
+			ids = append(ids, tgt.workflowID(tenant, cust))
+		}
+	}
+	for {
+		busy := slices.ContainsFunc(ids, func(id string) bool {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			d, err := c.DescribeWorkflowExecution(dctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return false
 			}
-			if err != nil {
-				errs[c] = err
+			return err != nil || d.GetPendingWorkflowTask() != nil
+		})
+		if !busy {
+			return time.Since(start), true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return time.Since(start), false
+		}
+		time.Sleep(settleWait)
+	}
+}
+
+// settleReaders bounds the totals check's reads in flight.
+const settleReaders = 16
+
+// settleAndCheck reads every customer's points until two successive reads
+// of it a second apart agree (updates admitted before a timeout may still be
+// applying), re-reading only the customers not settled yet, for at most
+// settle after the first round, then checks them against the ledger: each
+// customer by its last successful read, a customer never read fails.
+func settleAndCheck(ctx context.Context, tgt target, tenant string, led *ledger, settle time.Duration) (TotalsReport, bool) {
+	want := led.expectations()
+	got, errs := map[string]int64{}, map[string]error{}
+	settled := map[string]bool{}
+	var deadline time.Time
+	for {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, settleReaders)
+		supported := true
+		for c := range want {
+			if settled[c] {
 				continue
 			}
-			got[c] = p
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				p, ok, err := tgt.points(rctx, tenant, c)
+				cancel()
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case !ok:
+					supported = false
+				case err != nil:
+					if _, read := got[c]; !read {
+						errs[c] = err
+					}
+				default:
+					prev, read := got[c]
+					settled[c] = read && prev == p
+					got[c] = p
+					delete(errs, c)
+				}
+			})
 		}
-		return got, errs, true
-	}
-	got, errs, ok := read()
-	if !ok {
-		return TotalsReport{}, false
-	}
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(settleWait)
-		again, errs2, _ := read()
-		same := len(errs2) == 0 && len(errs) == 0 && len(again) == len(got)
-		for c, p := range again {
-			same = same && got[c] == p
+		wg.Wait()
+		if !supported {
+			return TotalsReport{}, false
 		}
-		got, errs = again, errs2
-		if same {
+		if deadline.IsZero() {
+			deadline = time.Now().Add(settle)
+		}
+		done := true
+		for c := range want {
+			done = done && settled[c]
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
+		time.Sleep(settleWait)
 	}
-	return checkTotals(mode, want, got, errs), true
+	return checkTotals(want, got, errs), true
 }

@@ -33,10 +33,17 @@ type result struct {
 
 // StepReport is what one step measured.
 type StepReport struct {
-	Mode string `json:"mode"`
-	// Offered is the step's rate in requests per second; Sent and Dropped
-	// count the requests issued and those not sent at the concurrency bound.
+	Shape string `json:"shape"`
+	Mode  string `json:"mode"`
+	// Phase names the step's phase: alone or with-noisy (tenants), burst
+	// (hot), empty otherwise; Tenant is its tenant, empty for the default.
+	Phase  string `json:"phase,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Offered is the step's rate in requests per second (a burst's size);
+	// Label prints it. Sent and Dropped count the requests issued and those
+	// not sent at the concurrency bound.
 	Offered float64 `json:"offered_rps"`
+	Label   string  `json:"offered"`
 	Sent    int     `json:"sent"`
 	Dropped int     `json:"dropped"`
 	// Redelivered counts the requests that repeated an earlier event's key.
@@ -69,8 +76,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func okKind(kind string) bool { return kind == kindOK || kind == "200" }
 
 // summarize builds a step's report from its answers.
-func summarize(mode string, s step, results []result, redelivered int, elapsed time.Duration) StepReport {
-	r := StepReport{Mode: mode, Offered: s.Rate, Redelivered: redelivered, Mix: map[string]int{}, Elapsed: elapsed.Seconds()}
+func summarize(s step, results []result, redelivered int, elapsed time.Duration) StepReport {
+	r := StepReport{Tenant: s.Tenant, Offered: s.Rate, Label: s.label(), Redelivered: redelivered, Mix: map[string]int{}, Elapsed: elapsed.Seconds()}
 	var lat []time.Duration
 	for _, res := range results {
 		r.Mix[res.Kind]++

@@ -27,17 +27,21 @@ import (
 type target interface {
 	send(ctx context.Context, e *event) string
 	fate(kind string) fate
-	// points returns a customer's points; ok false for a target without
-	// entities (the baseline).
-	points(ctx context.Context, customer string) (int64, bool, error)
+	// points returns the points of a tenant's customer ("" the default
+	// tenant); ok false for a target without entities (the baseline).
+	points(ctx context.Context, tenant, customer string) (int64, bool, error)
+	// workflowID is the workflow ID of a tenant's customer's entity.
+	workflowID(tenant, customer string) string
 }
 
 // httpTarget drives POST /v1/customers/{id}/points with the event's key as
-// the Idempotency-Key, authenticated with apiKey.
+// the Idempotency-Key, authenticated with the API key of the event's tenant
+// (the API takes the tenant from the credential).
 type httpTarget struct {
-	base   string
-	hc     *http.Client
-	apiKey string
+	base string
+	hc   *http.Client
+	// apiKeys holds an API key per tenant, "" the default tenant's.
+	apiKeys map[string]string
 }
 
 func (t *httpTarget) send(ctx context.Context, e *event) string {
@@ -48,7 +52,7 @@ func (t *httpTarget) send(ctx context.Context, e *event) string {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", e.Key)
-	req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	req.Header.Set("Authorization", "Bearer "+t.apiKeys[e.Tenant])
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -65,12 +69,16 @@ func (t *httpTarget) send(ctx context.Context, e *event) string {
 
 func (t *httpTarget) fate(kind string) fate { return httpFate(kind) }
 
-func (t *httpTarget) points(ctx context.Context, customer string) (int64, bool, error) {
+func (t *httpTarget) workflowID(tenant, customer string) string {
+	return workflows.RewardsWorkflowIDFor(tenant, customer)
+}
+
+func (t *httpTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/v1/customers/"+customer, nil)
 	if err != nil {
 		return 0, true, err
 	}
-	req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	req.Header.Set("Authorization", "Bearer "+t.apiKeys[tenant])
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		return 0, true, err
@@ -95,13 +103,14 @@ func (t *httpTarget) points(ctx context.Context, customer string) (int64, bool, 
 }
 
 // clientTarget drives the Go client (rewardsclient.ApplyPoints: UpdateWithStart
-// with the project's retries); a redelivery is a new call with the same dedup key.
+// with the project's retries), as the event's tenant; a redelivery is a new
+// call with the same dedup key.
 type clientTarget struct {
 	rc *rewardsclient.Client
 }
 
 func (t *clientTarget) send(ctx context.Context, e *event) string {
-	_, err := t.rc.ApplyPoints(ctx, e.Customer, workflows.PointEvent{
+	_, err := t.rc.For(e.Tenant).ApplyPoints(ctx, e.Customer, workflows.PointEvent{
 		DedupKey: e.Key, Activity: "purchase", Points: e.Points, SourceID: "src-" + e.Key,
 	})
 	return clientKind(ctx, err)
@@ -127,8 +136,12 @@ func clientKind(ctx context.Context, err error) string {
 
 func (t *clientTarget) fate(kind string) fate { return clientFate(kind) }
 
-func (t *clientTarget) points(ctx context.Context, customer string) (int64, bool, error) {
-	st, err := t.rc.Status(ctx, customer)
+func (t *clientTarget) workflowID(tenant, customer string) string {
+	return workflows.RewardsWorkflowIDFor(tenant, customer)
+}
+
+func (t *clientTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {
+	st, err := t.rc.For(tenant).Status(ctx, customer)
 	if errors.Is(err, rewardsclient.ErrUnknownCustomer) {
 		return 0, true, nil
 	}
@@ -161,6 +174,7 @@ func baselineWorkflow(ctx workflow.Context) error {
 
 // baselineTarget sends raw UpdateWithStart (conflict policy USE_EXISTING,
 // wait for completion, one try); a redelivery sends the same update ID again.
+// Tenants only name its customers (the generator's prefix holds the tenant).
 type baselineTarget struct {
 	c client.Client
 }
@@ -190,7 +204,13 @@ func (t *baselineTarget) send(ctx context.Context, e *event) string {
 
 func (t *baselineTarget) fate(string) fate { return fateNone }
 
-func (t *baselineTarget) points(context.Context, string) (int64, bool, error) { return 0, false, nil }
+// workflowID is the customer: the baseline's workflow IDs are its customers'
+// names, which hold the tenant.
+func (t *baselineTarget) workflowID(_, customer string) string { return customer }
+
+func (t *baselineTarget) points(context.Context, string, string) (int64, bool, error) {
+	return 0, false, nil
+}
 
 // newKey returns a fresh run-scoped prefix.
 func newRunID() string { return uuid.NewString()[:8] }
