@@ -56,6 +56,7 @@ func TestServerScenarios(t *testing.T) {
 		{"unenroll-burst", playUnenrollBurst, ""},
 		{"reenrol", playReenroll, ""},
 		{"tenant", playTenant, "t-hist"},
+		{"batch", playBatch, ""},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -187,6 +188,50 @@ func playContinueAsNew(t *testing.T, p *player) {
 	st := p.unenrollAndWait()
 	if st.Points != want || st.Run < 3 {
 		t.Fatalf("final %+v, want %d points over at least 3 runs", st, want)
+	}
+}
+
+// playBatch sends events in apply-points-batch updates across ContinueAsNew
+// (four events a run): each event answered on its own (applied, duplicate
+// in and across batches, refused), a batch retried whole after the run
+// moved on, and single updates and signals in between.
+func playBatch(t *testing.T, p *player) {
+	p.start(workflows.Options{EventsPerRun: 4, DedupWindow: workflows.Duration(time.Hour)})
+	answers := func(evs ...workflows.PointEvent) []rewardsclient.ItemResult {
+		t.Helper()
+		res, err := p.rc.ApplyPointsBatch(p.ctx, p.customer, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := []workflows.PointEvent{
+		scenarioEvent("batch-0", 100), scenarioEvent("batch-1", 200),
+		scenarioEvent("batch-0", 100),   // the same event again in the batch: a duplicate
+		scenarioEvent("batch-2", -5000), // an overdraft: refused, its neighbours go on
+		scenarioEvent("batch-3", 300),
+	}
+	res := answers(first...)
+	if res[0].Err != nil || res[1].Err != nil || res[4].Err != nil || !res[2].Result.Duplicate || res[3].Err == nil {
+		t.Fatalf("first batch: %+v", res)
+	}
+	if _, err := p.update(scenarioEvent("batch-4", 50)); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(scenarioEvent("batch-5", 25))
+	res = answers(first...) // retried whole, after the run continued as new
+	for i, r := range res {
+		if i != 3 && (r.Err != nil || !r.Result.Duplicate) {
+			t.Fatalf("retried batch, event %d: %+v, want a duplicate", i, r)
+		}
+	}
+	res = answers(scenarioEvent("batch-6", 10), scenarioEvent("batch-1", 999), scenarioEvent("batch-7", 20))
+	if res[0].Err != nil || res[1].Err == nil || res[2].Err != nil {
+		t.Fatalf("batch with a reused key: %+v", res)
+	}
+	st := p.unenrollAndWait()
+	if want := int64(100 + 200 + 300 + 50 + 25 + 10 + 20); st.Points != want || st.Run < 2 {
+		t.Fatalf("final %+v, want %d points over at least 2 runs", st, want)
 	}
 }
 
