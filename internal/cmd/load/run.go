@@ -237,10 +237,13 @@ func settleAndCheck(ctx context.Context, tgt target, tenant string, led *ledger,
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, settleReaders)
 		supported := true
+		var pending []string // read before any reader runs: they write settled
 		for c := range want {
-			if settled[c] {
-				continue
+			if !settled[c] {
+				pending = append(pending, c)
 			}
+		}
+		for _, c := range pending {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
