@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,9 +40,10 @@ func outageDuration(t *testing.T) time.Duration {
 // A Temporal outage (the ingress's connections to the dev server cut for
 // INGEST_TEST_OUTAGE, 30 s by default) while 50 point events of one customer
 // wait behind a first one that fails: the 50 are deferred again and again
-// (delivered many times) before their turn. Then, the moment the first one
-// is applied, a second, short outage makes the next one fail at its first
-// attempt. Every message is applied exactly once, in order, none is
+// (delivered many times) before their turn. Then, once two updates are
+// applied, a second, short outage makes the next ones fail at their first
+// attempt, and it lasts until a message delivered many times before its
+// turn has failed. Every message is applied exactly once, in order, none is
 // dead-lettered, and every message's first failure backs off 1 s (the base),
 // whatever JetStream's delivery count: the dispatcher's log says so.
 func TestIngressTemporalOutage(t *testing.T) {
@@ -51,6 +53,7 @@ func TestIngressTemporalOutage(t *testing.T) {
 		queued        = 50
 		attemptTime   = 2 * time.Second
 		secondOutage  = 5 * time.Second // longer than an attempt, so the one it meets fails
+		lastsAtMost   = 30 * time.Second
 		customer      = "outage-1"
 		firstBackoff  = time.Second
 		maxDeliveries = 20
@@ -62,16 +65,33 @@ func TestIngressTemporalOutage(t *testing.T) {
 	}
 	t.Cleanup(tc.Close)
 	var once sync.Once
+	retries := &retryLog{}
+	// The second outage lasts at least secondOutage and, for at most
+	// lastsAtMost, until a message delivered before its turn has failed
+	// its first attempt: the messages queued behind the first go on in
+	// batches, and those the first batch carries may all be at their first
+	// delivery (held by the process, never nacked).
 	cutAgain := func() {
 		once.Do(func() {
 			proxy.setDown(true)
-			time.AfterFunc(secondOutage, func() { proxy.setDown(false) })
+			go func() {
+				defer proxy.setDown(false)
+				time.Sleep(secondOutage)
+				for end := time.Now().Add(lastsAtMost); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+					if slices.ContainsFunc(retries.firstFailures(), func(f retryLine) bool { return f.deliveries > 1 }) {
+						return
+					}
+				}
+			}()
 		})
 	}
-	e.rewards = &rewardsclient.Client{Temporal: &afterFirstUpdate{Client: tc, then: cutAgain},
+	// The second outage begins once two updates are applied: the messages
+	// the process held (MaxPerCustomer, at their first delivery) go in
+	// the first one or two batches, so what comes next was deferred
+	// before its turn.
+	e.rewards = &rewardsclient.Client{Temporal: &afterUpdates{Client: tc, n: 2, then: cutAgain},
 		Attempts: 1, AttemptTimeout: attemptTime, Logger: quietLogger(t)}
 	e.cfg.Retry = ingress.RetryPolicy{Base: firstBackoff, Max: 8 * time.Second, MaxDeliveries: maxDeliveries}
-	retries := &retryLog{}
 	e.logger = slog.New(retries)
 	reg := prometheus.NewRegistry()
 	e.start(reg)
@@ -171,20 +191,27 @@ func appliedOrder(t *testing.T, c client.Client, workflowID string) []string {
 	return keys
 }
 
-// afterFirstUpdate is the Temporal client of the ingress, which calls then
-// once the first update through it has completed: the test's trigger for a
-// second outage at a known point of the stream. It changes no answer.
-type afterFirstUpdate struct {
+// afterUpdates is the Temporal client of the ingress, which calls then
+// each time an update through it has completed, from the n-th on: the
+// test's trigger for a second outage at a known point of the stream. It
+// changes no answer.
+type afterUpdates struct {
 	client.Client
+	n    int64
+	done atomic.Int64
 	then func()
 }
 
-func (c *afterFirstUpdate) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+func (c *afterUpdates) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 	h, err := c.Client.UpdateWithStartWorkflow(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return notifyingHandle{WorkflowUpdateHandle: h, then: c.then}, nil
+	return notifyingHandle{WorkflowUpdateHandle: h, then: func() {
+		if c.done.Add(1) >= c.n {
+			c.then()
+		}
+	}}, nil
 }
 
 type notifyingHandle struct {
