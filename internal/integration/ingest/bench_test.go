@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/entityflow/entityflow/internal/ingress"
@@ -80,30 +78,11 @@ func BenchmarkIngress(b *testing.B) {
 		if _, err := e.js.Stream(context.Background(), e.cfg.PointsStream); err != nil {
 			e.startOn(e.js, nil)() // creates the streams and the durable consumer
 		}
-		var futures []jetstream.PubAckFuture
+		msgs := make([]message, len(evs))
 		for i, ev := range evs {
-			m := nats.NewMsg(ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(customers[i])))
-			m.Data = mustJSON(b, ev)
-			f, err := e.js.PublishMsgAsync(m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			futures = append(futures, f)
+			msgs[i] = message{subject: ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(customers[i])), body: mustJSON(b, ev)}
 		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				b.Fatal(err)
-			}
-		}
-		reg := prometheus.NewRegistry()
-		b.ResetTimer()
-		stop := e.startOn(e.js, reg)
-		waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
-			return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
-		})
-		b.StopTimer()
+		reg, stop := applyAll(b, e, msgs)
 		report(b)
 		stop()
 		for _, o := range []string{ingress.OutcomeDuplicate, ingress.OutcomeDeadLettered} {
@@ -130,30 +109,12 @@ func BenchmarkIngressHotCustomer(b *testing.B) {
 				b.Fatal(err)
 			}
 			e.startOn(e.js, nil)() // creates the streams and the durable consumer
-			var futures []jetstream.PubAckFuture
-			for i := range b.N {
-				m := nats.NewMsg(ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer))
-				m.Data = mustJSON(b, workflows.PointEvent{DedupKey: fmt.Sprint("e-", i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)})
-				f, err := e.js.PublishMsgAsync(m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				futures = append(futures, f)
+			msgs := make([]message, b.N)
+			for i := range msgs {
+				ev := workflows.PointEvent{DedupKey: fmt.Sprint("e-", i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
+				msgs[i] = message{subject: ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer), body: mustJSON(b, ev)}
 			}
-			for _, f := range futures {
-				select {
-				case <-f.Ok():
-				case err := <-f.Err():
-					b.Fatal(err)
-				}
-			}
-			reg := prometheus.NewRegistry()
-			b.ResetTimer()
-			stop := e.startOn(e.js, reg)
-			waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
-				return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
-			})
-			b.StopTimer()
+			reg, stop := applyAll(b, e, msgs)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(counter(b, reg, "ingest_retried_total", map[string]string{"reason": "deferred"}), "deferred")
 			stop()
@@ -166,4 +127,23 @@ func BenchmarkIngressHotCustomer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// applyAll publishes msgs (the ingress's streams exist), then times an
+// ingress started on them until it has applied b.N events, and returns its
+// metrics and its stop.
+func applyAll(b *testing.B, e *env, msgs []message) (*prometheus.Registry, func()) {
+	b.Helper()
+	publishBatch(b, e.js, msgs, 0)
+	if b.Failed() {
+		b.FailNow()
+	}
+	reg := prometheus.NewRegistry()
+	b.ResetTimer()
+	stop := e.startOn(e.js, reg)
+	waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
+		return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
+	})
+	b.StopTimer()
+	return reg, stop
 }
