@@ -100,7 +100,7 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", envNum("INGEST_MAX_ACK_PENDING", 1000), "messages delivered and not yet acked, per consumer (env INGEST_MAX_ACK_PENDING)")
 	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
 	fs.IntVar(&ic.Workers, "ingest-workers", envNum("INGEST_WORKERS", ingress.DefaultWorkers), "messages applied at once; a customer's go one at a time, in order (env INGEST_WORKERS)")
-	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 16), "messages of one customer held at once; more are nacked until their turn (env INGEST_MAX_PER_CUSTOMER)")
+	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 0), "messages of one customer newly delivered held at once; more are nacked until their turn, which frees no place in -ingest-max-ack-pending; 0: no bound but that (env INGEST_MAX_PER_CUSTOMER)")
 	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
 	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
@@ -126,12 +126,14 @@ func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfi
 		for _, n := range []struct {
 			name string
 			v    int
-		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-max-per-customer", ic.MaxPerCustomer}, {"-ingest-partitions", ic.Partitions}} {
+		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-partitions", ic.Partitions}} {
 			if n.v < 1 {
 				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
 			}
 		}
 		switch {
+		case ic.MaxPerCustomer < 0:
+			return fmt.Errorf("-ingest-max-per-customer must be 0 (no bound but -ingest-max-ack-pending) or more, not %d", ic.MaxPerCustomer)
 		case ic.Retry.MaxDeliveries < 0:
 			return fmt.Errorf("-ingest-max-deliveries must be 0 (never give up) or more, not %d", ic.Retry.MaxDeliveries)
 		case ic.Retry.MaxDeliveries == 0:

@@ -41,7 +41,7 @@ func TestParseIngestConfig(t *testing.T) {
 				ic.PointsStream == ingress.DefaultPointsStream && ic.PointsPrefix == "rewards" && ic.PointsDurable == "ingest-points" &&
 				ic.EventsStream == ingress.DefaultEventsStream && ic.EventsPrefix == "events" && ic.EventsDurable == "ingest-events" &&
 				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Workers == 64 &&
-				ic.MaxPerCustomer == 16 && ic.Retry.MaxDeliveries == 100 && ic.AckWait == 30*time.Second &&
+				ic.MaxPerCustomer == 0 && ic.Retry.MaxDeliveries == 100 && ic.AckWait == 30*time.Second &&
 				ic.StreamDuplicates == 0 && len(ic.Tenants) == 0 && ic.Partitions == 8 && ic.PinnedTTL == 10*time.Second
 		}},
 		{name: "environment", env: map[string]string{
@@ -80,6 +80,7 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "bad number in the environment", env: map[string]string{"INGEST_WORKERS": "many"}, wantErr: "INGEST_WORKERS"},
 		{name: "bad duration in the environment", env: map[string]string{"INGEST_ACK_WAIT": "30"}, wantErr: "INGEST_ACK_WAIT"},
 		{name: "no workers", args: []string{"-ingest", "-ingest-workers", "0"}, wantErr: "-ingest-workers must be at least 1"},
+		{name: "negative bound per customer", args: []string{"-ingest", "-ingest-max-per-customer", "-1"}, wantErr: "-ingest-max-per-customer must be 0"},
 		{name: "ack wait too short", args: []string{"-ingest", "-ingest-ack-wait", "10ms"}, wantErr: "-ingest-ack-wait"},
 		{name: "no partitions", args: []string{"-ingest", "-ingest-partitions", "0"}, wantErr: "-ingest-partitions must be at least 1"},
 		{name: "too many partitions", args: []string{"-ingest", "-ingest-partitions", "5000"}, wantErr: "at most 1024"},

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/entityflow/entityflow/internal/rewardsclient"
@@ -83,14 +84,28 @@ func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 	if err == nil {
 		d.observeApply(time.Since(began) / time.Duration(len(live)))
 	}
+	// Each job is settled on its own answer; their acks (each a round trip
+	// to JetStream, confirmed) go at once, up to settleConcurrency, for a
+	// batch of hundreds settled one after the other would take longer than
+	// the update that applied them.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, settleConcurrency)
 	for i, j := range live {
 		outcome, jerr := "", err
 		if err == nil {
 			outcome, jerr = pointOutcome(res[i].Result, res[i].Err)
 		}
-		d.settle(ctx, j, outcome, jerr)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d.settle(ctx, j, outcome, jerr)
+		})
 	}
+	wg.Wait()
 }
+
+// settleConcurrency bounds the jobs of one batch settled at once.
+const settleConcurrency = 64
 
 // pointOutcome is the outcome of a point event applied with res, or err.
 func pointOutcome(res workflows.PointsResult, err error) (string, error) {

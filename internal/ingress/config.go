@@ -69,12 +69,16 @@ type Config struct {
 	// free worker takes the next customer (or event) with work, and a
 	// customer's messages go one at a time, in the order they came.
 	Workers int
-	// MaxPerCustomer bounds the messages of one customer the ingress holds
-	// at once (default 16), so that one busy customer cannot take all of
-	// MaxAckPending; beyond it the customer's messages are nacked, each
-	// for about the time until its turn (its place in the customer's line
-	// times the recent time to apply a message), at least DeferDelay
-	// (default 100 ms).
+	// MaxPerCustomer bounds the messages of one customer newly delivered
+	// that the ingress holds at once; 0 (the default): no bound of its own,
+	// the consumer's MaxAckPending bounds them. Beyond it a new delivery is
+	// nacked, for about the time until its turn (its place in the
+	// customer's line times the recent time to apply a message), at least
+	// DeferDelay (default 100 ms), and held once it is back, whatever the
+	// bound. A nak does not free the message's place in MaxAckPending
+	// (JetStream counts it as pending until it is acked), so the bound
+	// saves the process's memory only, and costs a busy customer a
+	// redelivery per message beyond it: keep it 0 unless memory is short.
 	MaxPerCustomer int
 	DeferDelay     time.Duration
 	// Retry is how nacked messages back off and when an unexplained
@@ -140,7 +144,6 @@ func (c Config) withDefaults() Config {
 	num(&c.MaxAckPending, 1000)
 	dur(&c.AckWait, 30*time.Second)
 	num(&c.Workers, DefaultWorkers)
-	num(&c.MaxPerCustomer, 16)
 	dur(&c.DeferDelay, 100*time.Millisecond)
 	dur(&c.Retry.Base, time.Second)
 	dur(&c.Retry.Max, time.Minute)

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -75,7 +76,7 @@ type job struct {
 
 // keyState is what the dispatcher knows of one key.
 type keyState struct {
-	// held counts the key's jobs queued or in flight.
+	// held counts the key's jobs queued, parked, behind or in flight.
 	held int
 	// queue is the key's jobs not yet started, in the order they came;
 	// active says the key is on the ready list or a worker has it.
@@ -84,6 +85,12 @@ type keyState struct {
 	// parked holds the key's messages delivered while a predecessor's
 	// unacked messages may still come back (inheritance).
 	parked []*job
+	// behind holds, in stream order, the key's messages delivered while
+	// an earlier one is away (nacked, in waiting): they are kept here
+	// until it is back, rather than nacked to follow it, so that a busy
+	// customer's line costs one nak per message at most, not one per
+	// redelivery of each message ahead of it.
+	behind []*job
 	// backoff defers all the key's messages, queued ones too: an earlier
 	// one failed and is backing off until then.
 	backoff time.Time
@@ -116,6 +123,39 @@ func (ks *keyState) enqueue(j *job) {
 		i--
 	}
 	ks.queue = slices.Insert(ks.queue, i, j)
+}
+
+// holdBehind keeps j, which came while an earlier message of the key is
+// away, until that one is back (promote).
+func (ks *keyState) holdBehind(j *job) {
+	seq := j.meta.Sequence.Stream
+	i := len(ks.behind)
+	for i > 0 && ks.behind[i-1].meta.Sequence.Stream > seq {
+		i--
+	}
+	ks.behind = slices.Insert(ks.behind, i, j)
+	delete(ks.waiting, seq) // it is here: the key no longer waits for it
+}
+
+// promote moves the messages held behind that no message still away comes
+// before into the queue, in stream order, and reports whether it moved
+// any. An entry long overdue is given up first (firstWaiting).
+func (ks *keyState) promote(now time.Time, grace time.Duration) bool {
+	if len(ks.behind) == 0 {
+		return false
+	}
+	first, _, _, waiting := ks.firstWaiting(now, grace, 0)
+	n := len(ks.behind)
+	if waiting {
+		n, _ = slices.BinarySearchFunc(ks.behind, first, func(j *job, seq uint64) int {
+			return cmp.Compare(j.meta.Sequence.Stream, seq)
+		})
+	}
+	for _, j := range ks.behind[:n] {
+		ks.enqueue(j)
+	}
+	ks.behind = slices.Delete(ks.behind, 0, n)
+	return n > 0
 }
 
 // idle reports whether the key can be forgotten. An active key stays
@@ -236,7 +276,8 @@ func (d *dispatcher) stop(timeout time.Duration, cancel context.CancelFunc) {
 	for _, ks := range d.keys {
 		queued = append(queued, ks.queue...)
 		queued = append(queued, ks.parked...)
-		ks.queue, ks.parked = nil, nil
+		queued = append(queued, ks.behind...)
+		ks.queue, ks.parked, ks.behind = nil, nil, nil
 	}
 	d.mu.Unlock()
 	for _, j := range queued {
@@ -376,10 +417,11 @@ func (d *dispatcher) unpark(consumer string) (ready []string) {
 	return ready
 }
 
-// submit takes a job from a consumer: nacked at once when its key is
-// deferred, when an earlier message of its key is still to come back, when
-// the key is at MaxPerCustomer, or when its tenant has no token (quota);
-// queued behind the key's others otherwise.
+// submit takes a job from a consumer: held behind when an earlier message
+// of its key is still to come back (or nacked to follow it when the key is
+// at MaxPerCustomer); nacked at once when its key is backing off, when the
+// key is at MaxPerCustomer, or when its tenant has no token (quota); queued
+// behind the key's others otherwise.
 func (d *dispatcher) submit(j *job) {
 	if d.stopping() {
 		d.nak(j, 0, "shutdown")
@@ -417,12 +459,25 @@ func (d *dispatcher) submit(j *job) {
 	delay := time.Duration(0)
 	first, due, ahead, waiting := ks.firstWaiting(now, d.waitGrace(), seq)
 	turn := time.Duration(ks.held+ahead-d.cfg.MaxPerCustomer+1) * d.applyTime()
+	// A message the key waits for is back: it took its slot of the
+	// consumer's MaxAckPending while it was away too (JetStream counts a
+	// nacked message as pending until it is acked), so it is held whatever
+	// the bound, and never nacked again for it.
+	_, awaited := ks.waiting[seq]
+	room := awaited || d.cfg.MaxPerCustomer <= 0 || ks.held < d.cfg.MaxPerCustomer
 	switch {
+	case waiting && seq > first && room:
+		ks.holdBehind(j)
+		ks.held++
+		d.jobs[j] = struct{}{}
+		d.mu.Unlock()
+		d.in.Metrics.held.Inc()
+		return
 	case waiting && seq > first:
 		delay = max(due.Sub(now)+minOrderDelay, turn, minOrderDelay)
 	case now.Before(ks.backoff):
 		delay = ks.backoff.Sub(now)
-	case ks.held >= d.cfg.MaxPerCustomer:
+	case !room:
 		delay = max(turn, d.cfg.DeferDelay)
 	}
 	reason := "deferred"
@@ -441,6 +496,7 @@ func (d *dispatcher) submit(j *job) {
 	delete(ks.waiting, seq)                  // back (if it was away), and its turn
 	ks.held++
 	ks.enqueue(j)
+	ks.promote(now, d.waitGrace())
 	d.jobs[j] = struct{}{}
 	activate := !ks.active
 	ks.active = true
@@ -816,13 +872,21 @@ func (d *dispatcher) keepAlive(ctx context.Context) {
 			}
 		}
 		now := time.Now()
+		var ready []string
 		for k, ks := range d.keys {
 			ks.firstWaiting(now, d.waitGrace(), 0) // drops what is long overdue
+			if ks.promote(now, d.waitGrace()) && !ks.active {
+				ks.active = true
+				ready = append(ready, k)
+			}
 			if ks.idle(now) {
 				delete(d.keys, k)
 			}
 		}
 		d.mu.Unlock()
+		for _, k := range ready {
+			d.makeReady(k)
+		}
 		for _, j := range held {
 			_ = j.msg.InProgress()
 		}

@@ -15,7 +15,8 @@ type lease struct {
 	lost atomic.Bool
 }
 
-// handBack gives up consumer's messages that are queued or parked: each is
+// handBack gives up consumer's messages that are queued, parked or held
+// behind: each is
 // nacked at once (for the next holder of the partition), its customer's
 // order state forgotten and the consumer's inheritance ended. Messages in
 // flight finish; holding counts them.
@@ -30,10 +31,11 @@ func (d *dispatcher) handBack(consumer string) {
 		if ks.consumer != consumer {
 			continue
 		}
-		inFlight := ks.held - len(ks.queue) - len(ks.parked)
+		inFlight := ks.held - len(ks.queue) - len(ks.parked) - len(ks.behind)
 		back = append(back, ks.queue...)
 		back = append(back, ks.parked...)
-		ks.queue, ks.parked = nil, nil
+		back = append(back, ks.behind...)
+		ks.queue, ks.parked, ks.behind = nil, nil, nil
 		ks.waiting, ks.backoff = nil, time.Time{}
 		// A key on the ready list stays until a worker finds its queue
 		// empty (next), so that it is never on the list twice.

@@ -2,11 +2,14 @@ package ingest_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/entityflow/entityflow/internal/ingress"
@@ -95,12 +98,13 @@ func BenchmarkIngress(b *testing.B) {
 
 // BenchmarkIngressHotCustomer measures the point events per second one
 // customer's messages get from the stream to applied in its entity (b.N
-// events, already in the stream when the ingress starts), the customer's
-// queued events going as apply-points-batch updates of up to
-// MaxPerCustomer events: with the default (16) and with 500. Run with a
-// fixed -benchtime such as 5000x.
+// events, already in the stream when the ingress starts: a batch import),
+// the customer's queued events going as apply-points-batch updates of up to
+// 500 events: with the old bound of 16 messages held per customer and with
+// the default (none but the consumer's MaxAckPending). Run with a fixed
+// -benchtime such as 5000x.
 func BenchmarkIngressHotCustomer(b *testing.B) {
-	for _, perCustomer := range []int{0, 500} {
+	for _, perCustomer := range []int{16, 0} {
 		b.Run(fmt.Sprintf("max-per-customer=%d", perCustomer), func(b *testing.B) {
 			e := newEnv(b)
 			e.cfg.Workers, e.cfg.MaxPerCustomer = 0, perCustomer
@@ -146,4 +150,93 @@ func applyAll(b *testing.B, e *env, msgs []message) (*prometheus.Registry, func(
 	})
 	b.StopTimer()
 	return reg, stop
+}
+
+// BenchmarkIngressHotCustomerOpenLoop offers one customer's point events to
+// a running ingress at a fixed rate (-hot-rate, 1,000 per second by
+// default; b.N events in all) and reports the events per second applied
+// and the 99th percentile of the lag from a message's storing in the
+// stream to its ack, read from the ingress's lag histogram (so rounded up
+// to a bucket's bound), beside the share acked within 500 ms. Run with a
+// fixed -benchtime such as 10000x.
+func BenchmarkIngressHotCustomerOpenLoop(b *testing.B) {
+	e := newEnv(b)
+	e.cfg.Workers, e.cfg.MaxPerCustomer = 0, 0 // the defaults
+	customer := fmt.Sprintf("hot-open-%d", time.Now().UnixNano())
+	if _, err := e.rewards.ApplyPoints(context.Background(), customer, workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	stop := e.startOn(e.js, reg)
+	defer stop()
+	subject := ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer)
+	const tick = 10 * time.Millisecond
+	perTick := max(1, int(hotRate*tick.Seconds()))
+	b.ResetTimer()
+	t := time.NewTicker(tick)
+	for sent := 0; sent < b.N; {
+		<-t.C
+		for i := 0; i < perTick && sent < b.N; i++ {
+			ev := workflows.PointEvent{DedupKey: fmt.Sprint("e-", sent), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(sent)}
+			nm := nats.NewMsg(subject)
+			nm.Data = mustJSON(b, ev)
+			if _, err := e.js.PublishMsgAsync(nm); err != nil {
+				b.Fatalf("publishing: %v", err)
+			}
+			sent++
+		}
+	}
+	t.Stop()
+	waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
+		return counter(b, reg, "ingest_handled_total", map[string]string{"outcome": ingress.OutcomeApplied}) >= float64(b.N), nil
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	p99, within := lagQuantile(b, reg, 0.99, 0.5)
+	b.ReportMetric(p99*1000, "p99-lag-ms")
+	b.ReportMetric(within*100, "%-within-500ms")
+	b.ReportMetric(counter(b, reg, "ingest_retried_total", nil), "nacks")
+}
+
+// hotRate is the open-loop benchmark's offered events per second.
+var hotRate = 1000.0
+
+func init() {
+	flag.Float64Var(&hotRate, "hot-rate", hotRate, "BenchmarkIngressHotCustomerOpenLoop's offered events per second")
+}
+
+// lagQuantile returns the upper bound of the ingress lag histogram's
+// bucket that holds quantile q of the points source's messages, and the
+// share of them acked within limit seconds (at a bucket's bound at or
+// under limit: an underestimate).
+func lagQuantile(b *testing.B, reg *prometheus.Registry, q, limit float64) (bound, within float64) {
+	b.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "ingest_lag_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !matches(m, map[string]string{"source": ingress.SourcePoints}) {
+				continue
+			}
+			h := m.GetHistogram()
+			total := float64(h.GetSampleCount())
+			bound = math.Inf(1)
+			for _, bk := range h.GetBucket() {
+				if bk.GetUpperBound() <= limit {
+					within = float64(bk.GetCumulativeCount()) / total
+				}
+				if math.IsInf(bound, 1) && float64(bk.GetCumulativeCount()) >= q*total {
+					bound = bk.GetUpperBound()
+				}
+			}
+			return bound, within
+		}
+	}
+	b.Fatal("no ingest_lag_seconds of the points source")
+	return 0, 0
 }

@@ -5,6 +5,7 @@ package ingest_test
 
 import (
 	"context"
+	"flag"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -22,10 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/cluster"
 	"github.com/entityflow/entityflow/internal/dbtest"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/ingress"
@@ -40,6 +43,28 @@ import (
 
 func quietLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// server picks the Temporal server of newEnv: the dev server (default)
+// or, with -ingest-server cluster, temporal-server on PostgreSQL
+// (internal/cluster), for figures on the real server.
+var server = flag.String("ingest-server", "dev", "the Temporal server of the tests and benchmarks: dev (the CLI's dev server, in memory) or cluster (temporal-server on PostgreSQL)")
+
+// temporalForTest starts the Temporal server -ingest-server names for t
+// and returns a client of it and its frontend's address.
+func temporalForTest(t testing.TB) (client.Client, string) {
+	t.Helper()
+	if *server != "cluster" {
+		srv := devserver.ForTest(t, devserver.Options{})
+		return srv.Client(), srv.FrontendHostPort()
+	}
+	srv := cluster.ForTest(t)
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: sdklog.NewStructuredLogger(quietLogger(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, srv.Address
 }
 
 // natsJetStream starts a NATS server of the test's own (skipping the test
@@ -86,8 +111,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	url, js := natsJetStream(t)
-	srv := devserver.ForTest(t, devserver.Options{})
-	c := srv.Client()
+	c, frontend := temporalForTest(t)
 	ctx := background(t)
 	st, err := store.Open(ctx, dbtest.SQLite(t).URL)
 	if err != nil {
@@ -103,7 +127,7 @@ func newEnv(t testing.TB) *env {
 		t.Cleanup(w.Stop)
 	}
 	e := &env{
-		t: t, natsURL: url, js: js, c: c, store: st, cfg: testConfig(), frontend: srv.FrontendHostPort(),
+		t: t, natsURL: url, js: js, c: c, store: st, cfg: testConfig(), frontend: frontend,
 		platform: &platform.Service{Store: st, Temporal: c, Logger: quietLogger(t)},
 		rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)},
 	}
