@@ -107,6 +107,8 @@ type config struct {
 	worker      string
 	pollers     int
 	cache       int
+	tenantRate  float64
+	fairness    bool
 	jsonOut     bool
 }
 
@@ -116,18 +118,21 @@ type Report struct {
 	// SQLite file, temporal-server on PostgreSQL, a running server);
 	// ServerVersion and Persistence are what the server says of itself
 	// (GetClusterInfo).
-	Runtime       string            `json:"runtime"`
-	ServerVersion string            `json:"server_version"`
-	Persistence   string            `json:"persistence"`
-	Server        string            `json:"server"`
-	API           string            `json:"api"`
-	StickyCache   int               `json:"sticky_cache,omitempty"`
-	Steps         []StepReport      `json:"steps"`
-	Ratios        []Ratio           `json:"ratios,omitempty"`
-	Isolation     []TenantIsolation `json:"tenant_isolation,omitempty"`
-	Drains        []Drain           `json:"drains"`
-	Totals        []TotalsReport    `json:"totals"`
-	OK            bool              `json:"ok"`
+	Runtime       string `json:"runtime"`
+	ServerVersion string `json:"server_version"`
+	Persistence   string `json:"persistence"`
+	Server        string `json:"server"`
+	API           string `json:"api"`
+	StickyCache   int    `json:"sticky_cache,omitempty"`
+	// TenantRate is each tenant's limit of the in-process API in commands
+	// per second (-tenant-rate), 0 when none.
+	TenantRate float64           `json:"tenant_rate,omitempty"`
+	Steps      []StepReport      `json:"steps"`
+	Ratios     []Ratio           `json:"ratios,omitempty"`
+	Isolation  []TenantIsolation `json:"tenant_isolation,omitempty"`
+	Drains     []Drain           `json:"drains"`
+	Totals     []TotalsReport    `json:"totals"`
+	OK         bool              `json:"ok"`
 }
 
 // Ratio compares a mode's step with the baseline's step of the same shape,
@@ -207,6 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "random seed (customers, points, redeliveries)")
 	fs.StringVar(&cfg.server, "server", serverDev, "server to start without -temporal: dev (Temporal dev server; -dev-db for SQLite) or cluster (temporal-server on PostgreSQL, as bin/cluster; needs `make cluster-tools`)")
 	fs.StringVar(&cfg.clusterDir, "cluster-dir", "data/load-cluster", "-server cluster: folder for the server's configuration and log")
+	fs.BoolVar(&cfg.fairness, "fairness", true, "-server cluster: start it with task-queue fairness (matching.enableFairness), as bin/cluster does; the dev server always has it")
 	fs.IntVar(&cfg.clusterPort, "cluster-port", 7833, "-server cluster: the frontend's gRPC port (the other services use the next ones)")
 	fs.StringVar(&cfg.postgres, "postgres", "127.0.0.1:5432", "-server cluster: PostgreSQL host:port (databases "+clusterDatabase+" and "+clusterVisibilityDatabase+")")
 	fs.StringVar(&cfg.temporal, "temporal", "", "Temporal frontend host:port on loopback of a running server; empty starts one (-server)")
@@ -218,6 +224,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.worker, "worker", "auto", "run the rewards worker in process: on, off, auto (on when the harness starts the server)")
 	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default of 2 for the baseline, autoscaling for the rewards worker, as bin/worker)")
 	fs.IntVar(&cfg.cache, "cache", 0, "sticky workflow cache size of the in-process workers, rewards and baseline alike (0: the SDK's default; 1: cache-cold, every workflow task replays)")
+	fs.Float64Var(&cfg.tenantRate, "tenant-rate", 0, "in-process API only: every tenant's limit in commands per second (burst: one second of it), as the API's -tenant-rate; over it the http mode gets 429 (0: no limit, the harness measures the service). The tenants shape with a limit at the quiet tenant's share shows a noisy tenant contained")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -231,8 +238,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if (set["step"] && *stepDur <= 0) || (set["customers"] && *customers <= 0) || cfg.concurrency <= 0 || cfg.timeout <= 0 || cfg.redeliver < 0 || cfg.redeliver >= 1 {
 		return cfg, errors.New("-step, -customers, -concurrency and -timeout must be positive, -redeliver in [0, 1)")
 	}
-	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 || cfg.warmup < 0 {
-		return cfg, errors.New("-burst, -cache, -drain, -settle and -warmup must not be negative")
+	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 || cfg.warmup < 0 || cfg.tenantRate < 0 {
+		return cfg, errors.New("-burst, -cache, -drain, -settle, -warmup and -tenant-rate must not be negative")
+	}
+	if cfg.tenantRate > 0 && cfg.api != "" {
+		return cfg, errors.New("-tenant-rate limits the in-process API; a running API (-api) has its own limits")
 	}
 	if !(*zipfS > 1) {
 		return cfg, fmt.Errorf("-zipf-s %v: want more than 1", *zipfS)
@@ -360,9 +370,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env, s
 			return fmt.Errorf("-cluster-port %d is taken (another server?): %w", cfg.clusterPort, err)
 		}
 		_ = ln.Close()
+		var dc map[string]any
+		fairness := "off"
+		if cfg.fairness {
+			dc, fairness = cluster.Fairness(), "on"
+		}
 		srv, err := cluster.Start(ctx, cluster.Options{
 			Postgres: cfg.postgres, Port: cfg.clusterPort, Namespace: cfg.namespace, Dir: cfg.clusterDir,
-			Database: clusterDatabase, VisibilityDatabase: clusterVisibilityDatabase,
+			Database: clusterDatabase, VisibilityDatabase: clusterVisibilityDatabase, DynamicConfig: dc,
 		})
 		if err != nil {
 			return fmt.Errorf("starting temporal-server on PostgreSQL: %w", err)
@@ -373,7 +388,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env, s
 			serverGone(fmt.Errorf("temporal-server exited; see %s", filepath.Join(cfg.clusterDir, "temporal-server.log")))
 		}()
 		e.server = srv.Address + " (self-started, log in " + filepath.Join(cfg.clusterDir, "temporal-server.log") + ")"
-		e.runtime = fmt.Sprintf("temporal-server (as bin/cluster) on PostgreSQL %s, databases %s and %s", cfg.postgres, clusterDatabase, clusterVisibilityDatabase)
+		e.runtime = fmt.Sprintf("temporal-server (as bin/cluster) on PostgreSQL %s, databases %s and %s, task-queue fairness %s", cfg.postgres, clusterDatabase, clusterVisibilityDatabase, fairness)
 		return dial(ctx, cfg, srv.Address, logger, e)
 	}
 	// The SDK's warnings (workflow tasks retried under load) are expected
@@ -489,13 +504,12 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			e.apiKeys[tenant] = key
 		}
 		api := &httpapi.Server{
-			Platform:    &platform.Service{Store: st, Temporal: e.c, Logger: logger},
-			Rewards:     &rewardsclient.Client{Temporal: e.c, Logger: logger},
-			Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
-			Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
-			Auth:        &auth.Authenticator{Keys: st},
-			// The harness measures the service, not a tenant's rate limit.
-			TenantLimits: &auth.TenantLimiter{Rate: rate.Inf},
+			Platform:     &platform.Service{Store: st, Temporal: e.c, Logger: logger},
+			Rewards:      &rewardsclient.Client{Temporal: e.c, Logger: logger},
+			Idempotency:  &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
+			Metrics:      httpapi.NewMetrics(prometheus.NewRegistry()),
+			Auth:         &auth.Authenticator{Keys: st},
+			TenantLimits: tenantLimiter(cfg.tenantRate),
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,
@@ -515,6 +529,16 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 		e.api = "http://" + ln.Addr().String()
 	}
 	return e, nil
+}
+
+// tenantLimiter is the in-process API's limit per tenant: perSecond
+// commands a second, in bursts of one second of them; none when perSecond
+// is 0, for the harness measures the service, not a tenant's limit.
+func tenantLimiter(perSecond float64) *auth.TenantLimiter {
+	if perSecond <= 0 {
+		return &auth.TenantLimiter{Rate: rate.Inf}
+	}
+	return &auth.TenantLimiter{Rate: rate.Limit(perSecond), Burst: max(1, int(perSecond))}
 }
 
 // loadAPIKey creates an API key of the in-process API for tenant ("" the
@@ -564,7 +588,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	rep := &Report{Runtime: e.runtime, ServerVersion: version, Persistence: persistence, Server: e.server, API: e.api, StickyCache: cfg.cache, OK: true}
+	rep := &Report{Runtime: e.runtime, ServerVersion: version, Persistence: persistence, Server: e.server, API: e.api, StickyCache: cfg.cache, TenantRate: cfg.tenantRate, OK: true}
 	runID := newRunID()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.concurrency, MaxConnsPerHost: cfg.concurrency}}
 	// Progress goes with the table (stdout), unless stdout is JSON.
@@ -719,6 +743,9 @@ func printReport(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "runtime: %s\nserver: %s, version %s, %s\napi: %s\n", rep.Runtime, rep.Server, rep.ServerVersion, rep.Persistence, orDash(rep.API))
 	if rep.StickyCache > 0 {
 		fmt.Fprintf(w, "sticky cache: %d workflows per process\n", rep.StickyCache)
+	}
+	if rep.TenantRate > 0 {
+		fmt.Fprintf(w, "tenant limit (http mode): %g commands/s per tenant\n", rep.TenantRate)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 func TestParseRates(t *testing.T) {
@@ -251,6 +253,15 @@ func TestParseFlags(t *testing.T) {
 	if existing.Customers != 200 || !existing.Warm {
 		t.Errorf("existing defaults: %+v", existing)
 	}
+	if cfg, err := parseFlags([]string{"-shape", "tenants", "-tenant-rate", "20"}, io.Discard); err != nil || cfg.tenantRate != 20 {
+		t.Errorf("-tenant-rate 20: %v, %v", cfg.tenantRate, err)
+	}
+	if l := tenantLimiter(0); l.Rate != rate.Inf {
+		t.Errorf("no -tenant-rate: limiter %+v, want none", l)
+	}
+	if l := tenantLimiter(20); l.Rate != 20 || l.Burst != 20 {
+		t.Errorf("-tenant-rate 20: limiter %+v, want 20/s in bursts of 20", l)
+	}
 	if len(hot.Phases) != 5 || hot.Phases[4].Steps[0].Count != 300 || cfg.concurrency != 300 || cfg.cache != 1 {
 		t.Errorf("hot with a burst of 300: %+v, concurrency %d", hot, cfg.concurrency)
 	}
@@ -288,6 +299,8 @@ func TestParseFlags(t *testing.T) {
 		{"-cache", "-1"},
 		{"-drain", "-1s"},
 		{"-warmup", "-1s"},
+		{"-tenant-rate", "-1"},
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-tenant-rate", "20"}, // a running API's limits are its own
 		{"-zipf-s", "1"},
 		{"-worker", "maybe"},
 		{"-server", "prod"},
