@@ -5,10 +5,10 @@ package ingest_test
 
 import (
 	"context"
-	"flag"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"sort"
