@@ -62,7 +62,7 @@ const (
 // (the build that first shipped release 4 and everything older) fails such
 // a run with InvalidRewardsInput instead, or, at release 1, serves it as the
 // default tenant's customer: never roll back to it while tenant entities
-// run (README, "Rolling back").
+// run (docs/operations.md, "Runbook: a rollback").
 
 // Release 5 makes a new customer's first event as cheap as a raw workflow's:
 // a new entity runs its Enroll activity (recordEnrollment) as a local

@@ -737,7 +737,7 @@ func TestNilMetricsAreNoOps(t *testing.T) {
 	require.Equal(t, http.StatusConflict, post(h, "k", "").Code)
 }
 
-// The counters are registered by the caller, under the names the README
+// The counters are registered by the caller, under the names docs/api.md
 // documents.
 func TestMetricsNames(t *testing.T) {
 	m, reg := newMiddleware(memory.NewStore(0))

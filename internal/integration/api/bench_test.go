@@ -90,7 +90,8 @@ func BenchmarkPointsAPI(b *testing.B) {
 // slots coalesced into apply-points-batch updates): events/s, the p99 of one
 // request, and the requests not answered 200 (which fail the benchmark).
 // The tenant rate limit is off; in production 1,000 events/s for one tenant
-// need auth.TenantLimiter's rate raised (README).
+// need auth.TenantLimiter's rate raised (docs/performance.md, "The HTTP API,
+// measured").
 func BenchmarkHotCustomer(b *testing.B) {
 	s := newStackWith(b, memory.NewStore(0), stackConfig{tenantLimits: &auth.TenantLimiter{Rate: rate.Inf}})
 	token := s.token(idempotency.DefaultTenant)

@@ -33,8 +33,8 @@ import (
 	"github.com/entityflow/entityflow/workflows"
 )
 
-// The committed configuration of a secured bus (README, "Securing the bus"),
-// relative to this package.
+// The committed configuration of a secured bus (docs/security.md, "Securing
+// the bus"), relative to this package.
 const secureConf = "../../ingress/natsconf/secure.conf"
 
 // Test passwords of secure.conf's identities; the server reads them from its
