@@ -33,14 +33,8 @@ func (s *Store) LogRun(ctx context.Context, r Run) (created bool, err error) {
 	if r.RunID == "" || r.WorkflowID == "" || r.ActivityID == "" {
 		return false, fmt.Errorf("log run %q: run_id, workflow_id and activity_id are required", r.RunID)
 	}
-	if r.Status == "" {
-		r.Status = workflows.StatusPending
-	}
-	if !r.Status.Valid() {
-		return false, fmt.Errorf("log run %s: invalid status %q", r.RunID, r.Status)
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now()
+	if err := runLifecycle.logDefaults(r.RunID, &r.Status, &r.CreatedAt); err != nil {
+		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO activity_runs (`+runColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)

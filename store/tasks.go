@@ -33,14 +33,8 @@ func (s *Store) LogTask(ctx context.Context, t Task) (created bool, err error) {
 	if t.ID == "" || t.RunID == "" || t.TaskType == "" {
 		return false, fmt.Errorf("log task %q: id, run_id and task_type are required", t.ID)
 	}
-	if t.Status == "" {
-		t.Status = workflows.StatusPending
-	}
-	if !t.Status.Valid() {
-		return false, fmt.Errorf("log task %s: invalid status %q", t.ID, t.Status)
-	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = now()
+	if err := taskLifecycle.logDefaults(t.ID, &t.Status, &t.CreatedAt); err != nil {
+		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO task_instances (`+taskColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
