@@ -61,26 +61,25 @@ const (
 
 // checkIdentifier checks a required string of 1..maxLen characters matching re.
 func checkIdentifier(p *problems, field, value string, maxLen int, re *regexp.Regexp) {
+	checkString(p, field, value, maxLen, re, "must match "+re.String())
+}
+
+// checkText checks a required free-text string of 1..maxLen characters that
+// is not blank.
+func checkText(p *problems, field, value string, maxLen int) {
+	checkString(p, field, value, maxLen, nonBlankRE, "must not be blank")
+}
+
+// checkString checks a required string of 1..maxLen characters matching re;
+// mismatch is the problem reported when it does not match.
+func checkString(p *problems, field, value string, maxLen int, re *regexp.Regexp, mismatch string) {
 	switch {
 	case value == "":
 		p.add(field, "required")
 	case utf8.RuneCountInString(value) > maxLen:
 		p.add(field, fmt.Sprintf("must be at most %d characters, got %d", maxLen, utf8.RuneCountInString(value)))
 	case !re.MatchString(value):
-		p.add(field, "must match "+re.String())
-	}
-}
-
-// checkText checks a required free-text string of 1..maxLen characters that
-// is not blank.
-func checkText(p *problems, field, value string, maxLen int) {
-	switch {
-	case value == "":
-		p.add(field, "required")
-	case utf8.RuneCountInString(value) > maxLen:
-		p.add(field, fmt.Sprintf("must be at most %d characters, got %d", maxLen, utf8.RuneCountInString(value)))
-	case !nonBlankRE.MatchString(value):
-		p.add(field, "must not be blank")
+		p.add(field, mismatch)
 	}
 }
 

@@ -263,38 +263,17 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (revo
 
 // GetAPIKey returns key id (never its secret), or ErrNotFound.
 func (s *Store) GetAPIKey(ctx context.Context, id string) (APIKey, error) {
-	key, err := scanAPIKey(s.db.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("get API key %s: %w", id, err)
-	}
-	return key, nil
+	return queryOne(ctx, s.db, "get API key "+id, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`,
+		func(row rowScanner) (APIKey, error) { return scanAPIKey(row) }, id)
 }
 
 // ListAPIKeys returns the keys of tenant tenantID, or of every tenant when
 // it is empty, revoked ones included, ordered by tenant, creation time and
 // ID. Secrets are never read.
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys
-		WHERE $1 = '' OR tenant_id = $1 ORDER BY tenant_id, created_at, id`, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
-	}
-	defer rows.Close()
-	keys := []APIKey{}
-	for rows.Next() {
-		key, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list API keys: %w", err)
-		}
-		keys = append(keys, key)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
-	}
-	return keys, nil
+	return queryAll(ctx, s.db, "list API keys", `SELECT `+apiKeyColumns+` FROM api_keys
+		WHERE $1 = '' OR tenant_id = $1 ORDER BY tenant_id, created_at, id`,
+		func(row rowScanner) (APIKey, error) { return scanAPIKey(row) }, tenantID)
 }
 
 // scanAPIKey reads the apiKeyColumns of one row, followed by the columns

@@ -88,50 +88,23 @@ func (s *Store) PutDefinition(ctx context.Context, d Definition) (created bool, 
 // GetDefinition returns the definition of activity activityID, or
 // ErrNotFound.
 func (s *Store) GetDefinition(ctx context.Context, activityID string) (Definition, error) {
-	d, err := scanDefinition(s.db.QueryRowContext(ctx,
-		`SELECT `+definitionColumns+` FROM activity_definitions WHERE activity_id = $1`, activityID))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return Definition{}, fmt.Errorf("get definition %s: %w", activityID, err)
-	}
-	return d, nil
+	return queryOne(ctx, s.db, "get definition "+activityID,
+		`SELECT `+definitionColumns+` FROM activity_definitions WHERE activity_id = $1`, scanDefinition, activityID)
 }
 
 // ListDefinitions returns every definition ordered by activity ID.
 func (s *Store) ListDefinitions(ctx context.Context) ([]Definition, error) {
-	return s.queryDefinitions(ctx, "list definitions", `SELECT `+definitionColumns+` FROM activity_definitions ORDER BY activity_id`)
+	return queryAll(ctx, s.db, "list definitions", `SELECT `+definitionColumns+` FROM activity_definitions ORDER BY activity_id`,
+		scanDefinition)
 }
 
 // Subscribers returns the definitions of tenant tenantID subscribed to
 // eventType, ordered by activity ID.
 func (s *Store) Subscribers(ctx context.Context, tenantID, eventType string) ([]Definition, error) {
-	return s.queryDefinitions(ctx, "subscribers of "+tenantID+"/"+eventType,
+	return queryAll(ctx, s.db, "subscribers of "+tenantID+"/"+eventType,
 		`SELECT d.activity_id, d.tenant_id, d.definition, d.revision, d.created_at, d.updated_at
 		FROM activity_subscriptions s JOIN activity_definitions d ON d.activity_id = s.activity_id
-		WHERE s.tenant_id = $1 AND s.event_type = $2 ORDER BY d.activity_id`, tenantID, eventType)
-}
-
-// queryDefinitions runs a query selecting definitionColumns; what names it in errors.
-func (s *Store) queryDefinitions(ctx context.Context, what, query string, args ...any) ([]Definition, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	defs := []Definition{}
-	for rows.Next() {
-		d, err := scanDefinition(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		defs = append(defs, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return defs, nil
+		WHERE s.tenant_id = $1 AND s.event_type = $2 ORDER BY d.activity_id`, scanDefinition, tenantID, eventType)
 }
 
 // DeleteDefinition deletes the definition of activity activityID and reports

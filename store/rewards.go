@@ -137,17 +137,23 @@ func (s *Store) Enrollment(ctx context.Context, tenant, customerID string) (Enro
 	if err != nil {
 		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
 	}
-	e := EnrollmentRow{TenantID: tenant, CustomerID: customerID}
+	e, err := queryOne(ctx, s.db, what, `SELECT enrolled_at, unenrolled_at, left_at, left_points, left_lifetime_points, left_event_count
+		FROM rewards_enrollments WHERE customer_id = $1`, scanEnrollment, key)
+	if err != nil {
+		return EnrollmentRow{}, err
+	}
+	e.TenantID, e.CustomerID = tenant, customerID
+	return e, nil
+}
+
+// scanEnrollment reads the times and left balance of one
+// rewards_enrollments row; the caller fills in whose it is.
+func scanEnrollment(row rowScanner) (EnrollmentRow, error) {
+	var e EnrollmentRow
 	var enrolled, unenrolled, leftAt scanTime
 	var points, lifetime, events sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT enrolled_at, unenrolled_at, left_at, left_points, left_lifetime_points, left_event_count
-		FROM rewards_enrollments WHERE customer_id = $1`,
-		key).Scan(&enrolled, &unenrolled, &leftAt, &points, &lifetime, &events)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return EnrollmentRow{}, fmt.Errorf("%s: %w", what, err)
+	if err := row.Scan(&enrolled, &unenrolled, &leftAt, &points, &lifetime, &events); err != nil {
+		return EnrollmentRow{}, err
 	}
 	e.EnrolledAt, e.UnenrolledAt = enrolled.ptr(), unenrolled.ptr()
 	// The balance is this unenrollment's only when it was recorded with it.
@@ -165,26 +171,16 @@ func (s *Store) TierChanges(ctx context.Context, tenant, customerID string) ([]T
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT changed_at, from_tier, to_tier, points FROM rewards_tier_changes
-		WHERE customer_id = $1 ORDER BY changed_at, to_tier`, key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	changes := []TierChangeRow{}
-	for rows.Next() {
+	return queryAll(ctx, s.db, what, `SELECT changed_at, from_tier, to_tier, points FROM rewards_tier_changes
+		WHERE customer_id = $1 ORDER BY changed_at, to_tier`, func(row rowScanner) (TierChangeRow, error) {
 		c := TierChangeRow{TenantID: tenant, CustomerID: customerID}
 		var changed scanTime
-		if err := rows.Scan(&changed, &c.From, &c.To, &c.Points); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+		if err := row.Scan(&changed, &c.From, &c.To, &c.Points); err != nil {
+			return TierChangeRow{}, err
 		}
 		c.ChangedAt = changed.t
-		changes = append(changes, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return changes, nil
+		return c, nil
+	}, key)
 }
 
 // rewardsKey returns the customer_id of the rows of tenant's customer

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -34,14 +33,8 @@ func (s *Store) LogRun(ctx context.Context, r Run) (created bool, err error) {
 	if r.RunID == "" || r.WorkflowID == "" || r.ActivityID == "" {
 		return false, fmt.Errorf("log run %q: run_id, workflow_id and activity_id are required", r.RunID)
 	}
-	if r.Status == "" {
-		r.Status = workflows.StatusPending
-	}
-	if !r.Status.Valid() {
-		return false, fmt.Errorf("log run %s: invalid status %q", r.RunID, r.Status)
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now()
+	if err := runLifecycle.logDefaults(r.RunID, &r.Status, &r.CreatedAt); err != nil {
+		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO activity_runs (`+runColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
@@ -105,12 +98,10 @@ func (s *Store) GetRunByWorkflowID(ctx context.Context, workflowID string) (Run,
 }
 
 func (s *Store) getRun(ctx context.Context, column, value string) (Run, []Task, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM activity_runs WHERE `+column+` = $1`, value))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
+	r, err := queryOne(ctx, s.db, "get run "+column+" "+value,
+		`SELECT `+runColumns+` FROM activity_runs WHERE `+column+` = $1`, scanRun, value)
 	if err != nil {
-		return Run{}, nil, fmt.Errorf("get run %s %s: %w", column, value, err)
+		return Run{}, nil, err
 	}
 	tasks, err := s.tasks(ctx, r.RunID)
 	if err != nil {
@@ -122,38 +113,17 @@ func (s *Store) getRun(ctx context.Context, column, value string) (Run, []Task, 
 // ListRuns returns the runs of activity activityID ordered by scheduled_for
 // (runs without one last), then created_at.
 func (s *Store) ListRuns(ctx context.Context, activityID string) ([]Run, error) {
-	return s.queryRuns(ctx, "list runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs WHERE activity_id = $1
-		ORDER BY scheduled_for NULLS LAST, created_at, run_id`, activityID)
+	return queryAll(ctx, s.db, "list runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs WHERE activity_id = $1
+		ORDER BY scheduled_for NULLS LAST, created_at, run_id`, scanRun, activityID)
 }
 
 // OpenRunsBefore returns the runs of activity activityID still pending or
 // running that were created before the given time, oldest first: the
 // candidates for repair when their workflow ended without closing them.
 func (s *Store) OpenRunsBefore(ctx context.Context, activityID string, before time.Time) ([]Run, error) {
-	return s.queryRuns(ctx, "open runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs
+	return queryAll(ctx, s.db, "open runs of "+activityID, `SELECT `+runColumns+` FROM activity_runs
 		WHERE activity_id = $1 AND status IN ('pending', 'running') AND created_at < $2
-		ORDER BY created_at, run_id`, activityID, dbTime(before))
-}
-
-// queryRuns runs a query selecting runColumns; what names it in errors.
-func (s *Store) queryRuns(ctx context.Context, what, query string, args ...any) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	runs := []Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		runs = append(runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return runs, nil
+		ORDER BY created_at, run_id`, scanRun, activityID, dbTime(before))
 }
 
 // RunningRuns counts the runs of activity activityID that are pending or
@@ -179,11 +149,6 @@ func (s *Store) LastWindowEnd(ctx context.Context, activityID string, before tim
 		return time.Time{}, false, fmt.Errorf("last window end of %s: %w", activityID, err)
 	}
 	return t.t, t.valid, nil
-}
-
-// rowScanner is *sql.Row or *sql.Rows.
-type rowScanner interface {
-	Scan(dest ...any) error
 }
 
 // scanRun reads the runColumns of one row.

@@ -22,6 +22,22 @@ var (
 	taskLifecycle = lifecycle{noun: "task", table: "task_instances", key: "id"}
 )
 
+// logDefaults fills in what LogRun and LogTask default for row id, a pending
+// status and the current time as created_at, and refuses a status that is
+// not a workflows.RunStatus.
+func (l lifecycle) logDefaults(id string, status *workflows.RunStatus, created *time.Time) error {
+	if *status == "" {
+		*status = workflows.StatusPending
+	}
+	if !status.Valid() {
+		return fmt.Errorf("log %s %s: invalid status %q", l.noun, id, *status)
+	}
+	if created.IsZero() {
+		*created = now()
+	}
+	return nil
+}
+
 // start moves the row id from pending to running, setting started_at. It
 // reports whether the row changed; an existing row in any other status is
 // left alone, a missing one is ErrNotFound.

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -35,14 +33,8 @@ func (s *Store) LogTask(ctx context.Context, t Task) (created bool, err error) {
 	if t.ID == "" || t.RunID == "" || t.TaskType == "" {
 		return false, fmt.Errorf("log task %q: id, run_id and task_type are required", t.ID)
 	}
-	if t.Status == "" {
-		t.Status = workflows.StatusPending
-	}
-	if !t.Status.Valid() {
-		return false, fmt.Errorf("log task %s: invalid status %q", t.ID, t.Status)
-	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = now()
+	if err := taskLifecycle.logDefaults(t.ID, &t.Status, &t.CreatedAt); err != nil {
+		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO task_instances (`+taskColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -84,14 +76,7 @@ func (s *Store) CountTasks(ctx context.Context, runID string) (int, error) {
 
 // GetTask returns task id, or ErrNotFound.
 func (s *Store) GetTask(ctx context.Context, id string) (Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM task_instances WHERE id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return Task{}, fmt.Errorf("get task %s: %w", id, err)
-	}
-	return t, nil
+	return queryOne(ctx, s.db, "get task "+id, `SELECT `+taskColumns+` FROM task_instances WHERE id = $1`, scanTask, id)
 }
 
 // scanTask reads the taskColumns of one row.
@@ -107,24 +92,8 @@ func scanTask(row rowScanner) (Task, error) {
 
 // tasks returns the tasks of run runID ordered by task type and index.
 func (s *Store) tasks(ctx context.Context, runID string) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM task_instances WHERE run_id = $1
-		ORDER BY task_type, idx, id`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
-	}
-	defer rows.Close()
-	tasks := []Task{}
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
-		}
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tasks of run %s: %w", runID, err)
-	}
-	return tasks, nil
+	return queryAll(ctx, s.db, "list tasks of run "+runID, `SELECT `+taskColumns+` FROM task_instances WHERE run_id = $1
+		ORDER BY task_type, idx, id`, scanTask, runID)
 }
 
 // FailOpenTasks moves every task of run runID still pending or running to

@@ -111,14 +111,7 @@ func (a *Authenticator) setup() {
 			ttl = DefaultCacheTTL
 		}
 		a.cache = &keyCache{ttl: ttl, m: map[[sha256.Size]byte]cachedKey{}}
-		limit, burst := a.FailureRate, a.FailureBurst
-		if limit == 0 {
-			limit = DefaultFailureRate
-		}
-		if burst <= 0 {
-			burst = DefaultFailureBurst
-		}
-		a.failures = newBuckets(limit, burst)
+		a.failures = newBucketsOr(a.FailureRate, a.FailureBurst, DefaultFailureRate, DefaultFailureBurst)
 	})
 }
 

@@ -57,6 +57,19 @@ func newBuckets(limit rate.Limit, burst int) *buckets {
 	return &buckets{limit: limit, burst: burst, m: map[string]*rate.Limiter{}}
 }
 
+// newBucketsOr is newBuckets for a configured limit and burst whose zero
+// values mean the defaults: a limit of 0 is defaultLimit, a burst below 1 is
+// defaultBurst.
+func newBucketsOr(limit rate.Limit, burst int, defaultLimit rate.Limit, defaultBurst int) *buckets {
+	if limit == 0 {
+		limit = defaultLimit
+	}
+	if burst <= 0 {
+		burst = defaultBurst
+	}
+	return newBuckets(limit, burst)
+}
+
 // take takes a token from key's bucket at now and returns zero, or, when
 // the bucket is empty, takes nothing and returns how long until a token is
 // there.
@@ -255,14 +268,7 @@ type TenantLimiter struct {
 // 500 rather than let through unlimited.
 func (l *TenantLimiter) Wrap(next http.Handler) http.Handler {
 	l.once.Do(func() {
-		limit, burst := l.Rate, l.Burst
-		if limit == 0 {
-			limit = DefaultTenantRate
-		}
-		if burst <= 0 {
-			burst = DefaultTenantBurst
-		}
-		l.tenants = newBuckets(limit, burst)
+		l.tenants = newBucketsOr(l.Rate, l.Burst, DefaultTenantRate, DefaultTenantBurst)
 		if l.now == nil {
 			l.now = time.Now
 		}

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/entityflow/entityflow/internal/testenv"
+	"github.com/entityflow/entityflow/internal/toolbin"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -91,7 +92,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Bin = os.Getenv("TEMPORAL_CLUSTER_BIN")
 	}
 	if o.Bin == "" {
-		root, err := moduleRoot()
+		root, err := toolbin.ModuleRoot()
 		if err != nil {
 			return o, err
 		}
@@ -463,26 +464,6 @@ func (s *Server) Wait() error {
 	err := <-s.done
 	s.done <- err
 	return err
-}
-
-// moduleRoot walks up from the working directory to the folder holding the
-// project's go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			strings.Contains(string(data), "module github.com/entityflow/entityflow\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no entityflow go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // quiet drops the SDK client's log lines while the server comes up.

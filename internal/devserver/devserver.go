@@ -11,8 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -22,6 +20,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/entityflow/entityflow/internal/testenv"
+	"github.com/entityflow/entityflow/internal/toolbin"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -30,42 +29,7 @@ var ErrNoCLI = errors.New("temporal CLI not found: run `make bin/temporal`, set 
 
 // Binary returns the path of the Temporal CLI: $TEMPORAL_CLI, else bin/temporal
 // at the module root, else temporal on PATH.
-func Binary() (string, error) {
-	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("TEMPORAL_CLI=%s: %w", p, err)
-		}
-		return p, nil
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "temporal")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		return p, nil
-	}
-	return "", ErrNoCLI
-}
-
-// moduleRoot walks up from the working directory to the folder holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+func Binary() (string, error) { return toolbin.Find("TEMPORAL_CLI", "temporal", ErrNoCLI) }
 
 // SearchAttributes are the custom search attributes the project's workflows
 // use, registered on every server this package starts.

@@ -10,14 +10,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/entityflow/entityflow/internal/testenv"
+	"github.com/entityflow/entityflow/internal/toolbin"
 )
 
 // ErrNoBinary means no nats-server binary was found.
@@ -25,42 +24,7 @@ var ErrNoBinary = errors.New("nats-server not found: run `make tools` (builds bi
 
 // Binary returns the path of the NATS server: $NATS_SERVER, else
 // bin/nats-server at the module root, else nats-server on PATH.
-func Binary() (string, error) {
-	if p := os.Getenv("NATS_SERVER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("NATS_SERVER=%s: %w", p, err)
-		}
-		return p, nil
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "nats-server")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("nats-server"); err == nil {
-		return p, nil
-	}
-	return "", ErrNoBinary
-}
-
-// moduleRoot walks up from the working directory to the folder holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+func Binary() (string, error) { return toolbin.Find("NATS_SERVER", "nats-server", ErrNoBinary) }
 
 // Options say where a started server listens and keeps its streams.
 type Options struct {

@@ -59,19 +59,7 @@ func startNATS() (*exec.Cmd, error) {
 		return nil, err
 	}
 	fmt.Printf("starting the NATS server (%s) on %s, state in %s/nats\n", bin, localNATS, dataDir)
-	cmd, err := startChild("nats", bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !listening(localNATS) {
-		if time.Now().After(deadline) {
-			stopAll([]*exec.Cmd{cmd})
-			return nil, errors.New("the NATS server did not start listening within 15 s; see data/nats.log")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cmd, nil
+	return startListening("nats", "the NATS server", localNATS, 15*time.Second, bin, args...)
 }
 
 // The demo's customer and keys are fixed, so a second `make run` shows

@@ -19,7 +19,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -293,17 +292,24 @@ func startServer() (*exec.Cmd, error) {
 	args = append(args, devserver.SearchAttributeArgs()...)
 	args = append(args, devserver.FairnessArgs()...)
 	fmt.Printf("starting the Temporal dev server (%s), state in %s/temporal.db\n", bin, dataDir)
-	cmd, err := startChild("temporal", bin, args...)
+	return startListening("temporal", "the dev server", localAddress, 30*time.Second, bin, args...)
+}
+
+// startListening starts a child like startChild and waits, for at most
+// within, until it accepts connections on address; what names the program
+// in the error, which points at its log.
+func startListening(name, what, address string, within time.Duration, path string, args ...string) (*exec.Cmd, error) {
+	cmd, err := startChild(name, path, args...)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !listening(localAddress) {
+	deadline := time.Now().Add(within)
+	for !listening(address) {
 		if time.Now().After(deadline) {
 			stopAll([]*exec.Cmd{cmd})
-			return nil, errors.New("the dev server did not start listening within 30 s; see data/temporal.log")
+			return nil, fmt.Errorf("%s did not start listening within %.0f s; see %s", what, within.Seconds(), filepath.Join(dataDir, name+".log"))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	return cmd, nil
 }

@@ -109,41 +109,44 @@ type shapeParams struct {
 
 // parseShapes reads a comma-separated list of shape names.
 func parseShapes(s string) ([]string, error) {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return parseList(s, "shapes", func(f string) (string, error) {
 		if _, ok := defaults[f]; !ok {
-			return nil, fmt.Errorf("shape %q: want one of %s", f, strings.Join(allShapes, ", "))
+			return "", fmt.Errorf("shape %q: want one of %s", f, strings.Join(allShapes, ", "))
 		}
-		out = append(out, f)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no shapes in %q", s)
-	}
-	return out, nil
+		return f, nil
+	})
 }
 
 // parseRates reads a comma-separated list of positive request rates per second.
 func parseRates(s string) ([]float64, error) {
-	var rates []float64
+	return parseList(s, "rates", func(f string) (float64, error) {
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return 0, fmt.Errorf("rate %q: want a positive number of requests per second", f)
+		}
+		return r, nil
+	})
+}
+
+// parseList reads a comma-separated list of at least one item with parse,
+// passing over blank items; what names the items when there is none.
+func parseList[T any](s, what string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
-		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			return nil, fmt.Errorf("rate %q: want a positive number of requests per second", f)
+		v, err := parse(f)
+		if err != nil {
+			return nil, err
 		}
-		rates = append(rates, r)
+		out = append(out, v)
 	}
-	if len(rates) == 0 {
-		return nil, fmt.Errorf("no rates in %q", s)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s in %q", what, s)
 	}
-	return rates, nil
+	return out, nil
 }
 
 // newStep is a step of d at rate r: rate*d requests (rounded, at least one).
