@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
-	"os"
-	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -34,32 +32,21 @@ type authFlags struct {
 	proxies []netip.Prefix
 }
 
-// addAuthFlags adds the flags to fs, their defaults from the environment.
-func addAuthFlags(fs *flag.FlagSet) (authFlags, error) {
-	rateDefault, err := envFloat("TENANT_RATE", float64(auth.DefaultTenantRate))
-	if err != nil {
-		return authFlags{}, err
-	}
-	burstDefault, err := envInt("TENANT_BURST", auth.DefaultTenantBurst)
-	if err != nil {
-		return authFlags{}, err
-	}
-	ttlDefault, err := envDuration("APIKEY_CACHE_TTL", auth.DefaultCacheTTL)
-	if err != nil {
-		return authFlags{}, err
-	}
+// addAuthFlags adds the flags to fs (their environment variables are serve's
+// in environment).
+func addAuthFlags(fs *flag.FlagSet) authFlags {
 	return authFlags{
-		oidcIssuer:      fs.String("oidc-issuer", os.Getenv("OIDC_ISSUER"), "accept JWT bearer tokens of this `issuer` (the iss claim), besides API keys; with -oidc-jwks-url and -oidc-audience (env OIDC_ISSUER)"),
-		oidcJWKSURL:     fs.String("oidc-jwks-url", os.Getenv("OIDC_JWKS_URL"), "the issuer's JWK Set `url`, whose keys sign the tokens (env OIDC_JWKS_URL)"),
-		oidcAudience:    fs.String("oidc-audience", os.Getenv("OIDC_AUDIENCE"), "the `audience` tokens must name in aud (env OIDC_AUDIENCE)"),
-		oidcTenantClaim: fs.String("oidc-tenant-claim", envOr("OIDC_TENANT_CLAIM", auth.DefaultTenantClaim), "the `claim` holding a token's tenant (env OIDC_TENANT_CLAIM)"),
-		oidcScopeClaim:  fs.String("oidc-scope-claim", envOr("OIDC_SCOPE_CLAIM", auth.DefaultScopeClaim), "the `claim` holding a token's scopes, space-separated or an array (env OIDC_SCOPE_CLAIM)"),
-		tenantRate:      fs.Float64("tenant-rate", rateDefault, "commands per second each tenant may send on average; more are answered 429, keys unclaimed; inf for no limit (env TENANT_RATE)"),
-		tenantBurst:     fs.Int("tenant-burst", burstDefault, "commands a tenant may send at once above its rate (env TENANT_BURST)"),
-		keyCacheTTL:     fs.Duration("apikey-cache-ttl", ttlDefault, "how long a verified API key is trusted without asking the database: the delay before a revocation takes effect (env APIKEY_CACHE_TTL)"),
-		trustedProxies:  fs.String("trusted-proxies", os.Getenv("TRUSTED_PROXIES"), "comma-separated `CIDRs` of the reverse proxies in front of the API, whose X-Forwarded-For names the client for the failed-login limit; default none: the connection's peer is the client (env TRUSTED_PROXIES)"),
-		metricsToken:    fs.String("metrics-token", os.Getenv("HTTP_METRICS_TOKEN"), "bearer `token` GET /metrics needs; without one it is served only when -http-addr is a loopback address, refused otherwise (env HTTP_METRICS_TOKEN, better than the flag: flags show in ps)"),
-	}, nil
+		oidcIssuer:      fs.String("oidc-issuer", "", "accept JWT bearer tokens of this `issuer` (the iss claim), besides API keys; with -oidc-jwks-url and -oidc-audience"),
+		oidcJWKSURL:     fs.String("oidc-jwks-url", "", "the issuer's JWK Set `url`, whose keys sign the tokens"),
+		oidcAudience:    fs.String("oidc-audience", "", "the `audience` tokens must name in aud"),
+		oidcTenantClaim: fs.String("oidc-tenant-claim", auth.DefaultTenantClaim, "the `claim` holding a token's tenant"),
+		oidcScopeClaim:  fs.String("oidc-scope-claim", auth.DefaultScopeClaim, "the `claim` holding a token's scopes, space-separated or an array"),
+		tenantRate:      fs.Float64("tenant-rate", float64(auth.DefaultTenantRate), "commands per second each tenant may send on average; more are answered 429, keys unclaimed; inf for no limit"),
+		tenantBurst:     fs.Int("tenant-burst", auth.DefaultTenantBurst, "commands a tenant may send at once above its rate"),
+		keyCacheTTL:     fs.Duration("apikey-cache-ttl", auth.DefaultCacheTTL, "how long a verified API key is trusted without asking the database: the delay before a revocation takes effect"),
+		trustedProxies:  fs.String("trusted-proxies", "", "comma-separated `CIDRs` of the reverse proxies in front of the API, whose X-Forwarded-For names the client for the failed-login limit; default none: the connection's peer is the client"),
+		metricsToken:    fs.String("metrics-token", "", "bearer `token` GET /metrics needs; without one it is served only when -http-addr is a loopback address, refused otherwise; prefer the environment, a flag shows in ps"),
+	}
 }
 
 // check validates the flags, before anything connects.
@@ -74,15 +61,15 @@ func (f *authFlags) check() error {
 	case oidcSet != 0 && oidcSet != 3:
 		return errors.New("-oidc-issuer, -oidc-jwks-url and -oidc-audience go together: give all three or none")
 	case math.IsNaN(*f.tenantRate) || *f.tenantRate <= 0:
-		return errors.New("-tenant-rate must be positive (inf for no limit)")
+		return fmt.Errorf("%s must be positive (inf for no limit)", serveFlag("tenant-rate"))
 	case *f.tenantBurst < 1:
-		return errors.New("-tenant-burst must be at least 1")
+		return fmt.Errorf("%s must be at least 1", serveFlag("tenant-burst"))
 	case *f.keyCacheTTL <= 0:
-		return errors.New("-apikey-cache-ttl must be positive")
+		return fmt.Errorf("%s must be positive", serveFlag("apikey-cache-ttl"))
 	}
 	proxies, err := auth.ParseTrustedProxies(*f.trustedProxies)
 	if err != nil {
-		return fmt.Errorf("-trusted-proxies: %w", err)
+		return fmt.Errorf("%s: %w", serveFlag("trusted-proxies"), err)
 	}
 	f.proxies = proxies
 	return nil
@@ -128,18 +115,4 @@ func (f authFlags) describe(loopbackOnly bool) string {
 		client = fmt.Sprintf("client address: X-Forwarded-For through %d trusted proxy ranges", len(f.proxies))
 	}
 	return fmt.Sprintf("auth: %s; %s; %s; %s", what, limit, client, metrics)
-}
-
-// envFloat reads a number from the environment variable key, or returns
-// fallback when it is unset.
-func envFloat(key string, fallback float64) (float64, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: want a number", key, v)
-	}
-	return f, nil
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,61 +35,39 @@ import (
 // serveCommand runs the HTTP API until SIGINT or SIGTERM, then stops taking
 // requests and lets those in flight finish (up to -shutdown-timeout).
 func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	ttlDefault, err := envDuration("IDEMPOTENCY_TTL", 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	lockDefault, err := envDuration("IDEMPOTENCY_LOCK_TTL", 30*time.Second)
-	if err != nil {
-		return err
-	}
-	inFlightDefault, err := envInt("ENTITY_MAX_INFLIGHT", admission.DefaultMaxInFlight)
-	if err != nil {
-		return err
-	}
-	queueDefault, err := envInt("ENTITY_MAX_QUEUE", admission.DefaultMaxQueue)
-	if err != nil {
-		return err
-	}
-	waitDefault, err := envDuration("ENTITY_MAX_WAIT", admission.DefaultMaxWait)
-	if err != nil {
-		return err
-	}
-	addr := fs.String("http-addr", envOr("HTTP_ADDR", "127.0.0.1:8080"), "listen `address` (env HTTP_ADDR)")
+	addr := fs.String("http-addr", "127.0.0.1:8080", "listen `address`")
 	dbURL := databaseFlag(fs)
-	keyStore := fs.String("idempotency-store", envOr("IDEMPOTENCY_STORE", "memory"), "idempotency key `store`: memory, redis://..., or sql (the database) (env IDEMPOTENCY_STORE)")
-	ttl := fs.Duration("idempotency-ttl", ttlDefault, "how long finished keys are kept (env IDEMPOTENCY_TTL)")
-	lockTTL := fs.Duration("idempotency-lock-ttl", lockDefault, "how long an in-progress claim holds its key (env IDEMPOTENCY_LOCK_TTL)")
-	maxInFlight := fs.Int("entity-max-inflight", inFlightDefault, "commands in flight per customer entity, below Temporal's 10 in-flight updates (env ENTITY_MAX_INFLIGHT)")
-	maxQueue := fs.Int("entity-max-queue", queueDefault, "commands waiting per customer entity beyond those in flight; more are answered 429 (env ENTITY_MAX_QUEUE)")
-	maxWait := fs.Duration("entity-max-wait", waitDefault, "longest wait in a customer's queue before 429 (env ENTITY_MAX_WAIT)")
+	keyStore := fs.String("idempotency-store", "memory", "idempotency key `store`: memory, redis://..., or sql (the database)")
+	ttl := fs.Duration("idempotency-ttl", 24*time.Hour, "how long finished keys are kept")
+	lockTTL := fs.Duration("idempotency-lock-ttl", 30*time.Second, "how long an in-progress claim holds its key")
+	maxInFlight := fs.Int("entity-max-inflight", admission.DefaultMaxInFlight, "commands in flight per customer entity, below Temporal's 10 in-flight updates")
+	maxQueue := fs.Int("entity-max-queue", admission.DefaultMaxQueue, "commands waiting per customer entity beyond those in flight; more are answered 429")
+	maxWait := fs.Duration("entity-max-wait", admission.DefaultMaxWait, "longest wait in a customer's queue before 429")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
-	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
-	tlsCert := fs.String("tls-cert", os.Getenv("HTTP_TLS_CERT"), "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key (env HTTP_TLS_CERT)")
-	tlsKey := fs.String("tls-key", os.Getenv("HTTP_TLS_KEY"), "the PEM private key `file` of -tls-cert (env HTTP_TLS_KEY)")
-	codecOrigins := fs.String("codec-cors-origin", envOr("CODEC_CORS_ORIGIN", payloadcodec.DefaultWebUIOrigins), "Temporal Web UI `origins` (comma-separated) whose pages may call the payload codec endpoint "+payloadcodec.PathPrefix+", served when payload keys are configured (env CODEC_CORS_ORIGIN)")
-	authf, err := addAuthFlags(fs)
-	if err != nil {
-		return err
-	}
-	if err := fs.Parse(args); err != nil {
+	logLevel := fs.String("log-level", "info", "log `level`")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key")
+	tlsKey := fs.String("tls-key", "", "the PEM private key `file` of -tls-cert")
+	codecOrigins := fs.String("codec-cors-origin", payloadcodec.DefaultWebUIOrigins, "Temporal Web UI `origins` (comma-separated) whose pages may call the payload codec endpoint "+payloadcodec.PathPrefix+", served when payload keys are configured")
+	authf := addAuthFlags(fs)
+	if err := parseFlags(fs, "serve", args); err != nil {
 		return err
 	}
 	if err := authf.check(); err != nil {
 		return err
 	}
 	if *ttl <= 0 || *lockTTL <= 0 {
-		return errors.New("-idempotency-ttl and -idempotency-lock-ttl must be positive")
+		return fmt.Errorf("%s and %s must be positive", serveFlag("idempotency-ttl"), serveFlag("idempotency-lock-ttl"))
 	}
 	if *maxInFlight <= 0 || *maxQueue < 0 || *maxWait <= 0 {
-		return errors.New("-entity-max-inflight and -entity-max-wait must be positive, -entity-max-queue not negative")
+		return fmt.Errorf("%s and %s must be positive, %s not negative", serveFlag("entity-max-inflight"), serveFlag("entity-max-wait"), serveFlag("entity-max-queue"))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+		return fmt.Errorf("%s: %w", serveFlag("log-level"), err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var cert *certificate
+	var err error
 	if *tlsCert != "" || *tlsKey != "" {
 		if cert, err = loadCertificate(*tlsCert, *tlsKey, logger); err != nil {
 			return err
@@ -236,45 +213,10 @@ func storeKind(spec string) string {
 	return spec
 }
 
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return fallback
-}
-
-// envDuration reads a positive Go duration from the environment variable
-// key, or returns fallback when it is unset.
-func envDuration(key string, fallback time.Duration) (time.Duration, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", key, v)
-	}
-	return d, nil
-}
-
 // queueSize is admission.Limiter's MaxQueue for a queue of n (0: no queue).
 func queueSize(n int) int {
 	if n == 0 {
 		return -1
 	}
 	return n
-}
-
-// envInt reads a non-negative integer from the environment variable key, or
-// returns fallback when it is unset.
-func envInt(key string, fallback int) (int, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s=%q: want a non-negative integer", key, v)
-	}
-	return n, nil
 }
