@@ -173,7 +173,8 @@ func TestAuthFlagsDescribe(t *testing.T) {
 		{[]string{"-trusted-proxies", "10.0.0.0/8, fd00::/8"}, true, "auth: API keys; tenant rate 100/s, burst 200; client address: X-Forwarded-For through 2 trusted proxy ranges; GET /metrics without a token (the API listens on loopback only)"},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		f := addAuthFlags(fs)
+		var f authFlags
+		addAuthFlags(fs, &f)
 		require.NoError(t, fs.Parse(tt.args))
 		require.NoError(t, f.check())
 		assert.Equal(t, tt.want, f.describe(tt.loopbackOnly))

@@ -17,9 +17,12 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
+// databaseUsage is the help of -database-url.
+const databaseUsage = "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL"
+
 // databaseFlag adds -database-url to the activity platform's commands.
 func databaseFlag(fs *flag.FlagSet) *string {
-	return fs.String("database-url", "", "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL")
+	return fs.String("database-url", "", databaseUsage)
 }
 
 // platformSession connects to Temporal and opens the database for a
