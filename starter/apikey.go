@@ -62,7 +62,7 @@ func apikeyCreate(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	scopeList := fs.String("scopes", "", "what the key may do, comma-separated: "+strings.Join(auth.AllScopes, ",")+" (required)")
 	name := fs.String("name", "", "a `label` for people, such as the client service's name")
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "apikey", args); err != nil {
 		return err
 	}
 	if *tenant == "" {
@@ -92,7 +92,7 @@ func apikeyCreate(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 func apikeyRevoke(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	id := fs.String("id", "", "the key's `id` (apikey list shows it; the part after efk_ up to the next _)")
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "apikey", args); err != nil {
 		return err
 	}
 	if *id == "" {
@@ -125,7 +125,7 @@ func apikeyRevoke(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 func apikeyList(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	tenant := fs.String("tenant", "", "list this `tenant`'s keys only")
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "apikey", args); err != nil {
 		return err
 	}
 	ctx, st, done, err := g.openKeyDatabase(ctx, *dbURL)

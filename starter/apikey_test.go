@@ -136,15 +136,16 @@ func TestServeAuthFlagErrors(t *testing.T) {
 	}{
 		{[]string{"-oidc-issuer", "https://idp/"}, nil, "-oidc-issuer, -oidc-jwks-url and -oidc-audience go together"},
 		{[]string{"-oidc-jwks-url", "https://idp/jwks", "-oidc-audience", "api"}, nil, "go together"},
-		{[]string{"-tenant-rate", "0"}, nil, "-tenant-rate must be positive (inf for no limit)"},
-		{[]string{"-tenant-rate", "NaN"}, nil, "-tenant-rate must be positive"},
-		{[]string{"-tenant-burst", "0"}, nil, "-tenant-burst must be at least 1"},
-		{[]string{"-apikey-cache-ttl", "0s"}, nil, "-apikey-cache-ttl must be positive"},
-		{nil, map[string]string{"TENANT_RATE": "fast"}, `TENANT_RATE="fast": want a number`},
-		{nil, map[string]string{"TENANT_BURST": "-1"}, `TENANT_BURST="-1": want a non-negative integer`},
+		{[]string{"-tenant-rate", "0"}, nil, "-tenant-rate (or TENANT_RATE) must be positive (inf for no limit)"},
+		{[]string{"-tenant-rate", "NaN"}, nil, "-tenant-rate (or TENANT_RATE) must be positive"},
+		{[]string{"-tenant-burst", "0"}, nil, "-tenant-burst (or TENANT_BURST) must be at least 1"},
+		{[]string{"-apikey-cache-ttl", "0s"}, nil, "-apikey-cache-ttl (or APIKEY_CACHE_TTL) must be positive"},
+		{nil, map[string]string{"TENANT_RATE": "fast"}, `TENANT_RATE="fast": invalid value for -tenant-rate`},
+		{nil, map[string]string{"TENANT_BURST": "-1"}, "-tenant-burst (or TENANT_BURST) must be at least 1"},
+		{nil, map[string]string{"TENANT_BURST": "many"}, `TENANT_BURST="many": invalid value for -tenant-burst`},
 		{nil, map[string]string{"APIKEY_CACHE_TTL": "soon"}, `APIKEY_CACHE_TTL="soon"`},
-		{[]string{"-trusted-proxies", "10.0.0.0/8,10.0.0.0/40"}, nil, `-trusted-proxies: trusted proxy "10.0.0.0/40": want a CIDR such as 10.0.0.0/8 or an address`},
-		{nil, map[string]string{"TRUSTED_PROXIES": "proxy.internal"}, `-trusted-proxies: trusted proxy "proxy.internal"`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,10.0.0.0/40"}, nil, `-trusted-proxies (or TRUSTED_PROXIES): trusted proxy "10.0.0.0/40": want a CIDR such as 10.0.0.0/8 or an address`},
+		{nil, map[string]string{"TRUSTED_PROXIES": "proxy.internal"}, `-trusted-proxies (or TRUSTED_PROXIES): trusted proxy "proxy.internal"`},
 	} {
 		t.Run(strings.Join(tt.args, " ")+fmt.Sprint(tt.env), func(t *testing.T) {
 			for k, v := range tt.env {
@@ -172,8 +173,8 @@ func TestAuthFlagsDescribe(t *testing.T) {
 		{[]string{"-trusted-proxies", "10.0.0.0/8, fd00::/8"}, true, "auth: API keys; tenant rate 100/s, burst 200; client address: X-Forwarded-For through 2 trusted proxy ranges; GET /metrics without a token (the API listens on loopback only)"},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		f, err := addAuthFlags(fs)
-		require.NoError(t, err)
+		var f authFlags
+		addAuthFlags(fs, &f)
 		require.NoError(t, fs.Parse(tt.args))
 		require.NoError(t, f.check())
 		assert.Equal(t, tt.want, f.describe(tt.loopbackOnly))

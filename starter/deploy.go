@@ -32,21 +32,16 @@ type deployRequest struct {
 
 // parseDeploy parses `deploy <subcommand> [flags]` into fs, which already
 // holds the global flags, and checks the names it was given, so that bad
-// input fails before any connection. getenv supplies the default deployment
-// name (WORKER_DEPLOYMENT_NAME). The default -timeout is raised for the
+// input fails before any connection. The default -timeout is raised for the
 // subcommands that wait: set-current and ramp for the version's workers to
 // poll, nudge for a sweep over every entity at its pace.
-func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (deployRequest, error) {
+func parseDeploy(fs *flag.FlagSet, args []string) (deployRequest, error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return deployRequest{}, errors.New(deployUsage)
 	}
 	req := deployRequest{sub: args[0]}
 	fs.Init("starter deploy "+req.sub, flag.ContinueOnError)
-	defaultDeployment := getenv(rollout.DeploymentEnv)
-	if defaultDeployment == "" {
-		defaultDeployment = rollout.DefaultDeployment
-	}
-	fs.StringVar(&req.deployment, "deployment", defaultDeployment, "Worker Deployment `name` (env "+rollout.DeploymentEnv+")")
+	fs.StringVar(&req.deployment, "deployment", rollout.DefaultDeployment, "Worker Deployment `name`")
 	var percent float64 // ramp's -percent
 	switch req.sub {
 	case "status":
@@ -65,7 +60,7 @@ func parseDeploy(fs *flag.FlagSet, args []string, getenv func(string) string) (d
 	default:
 		return deployRequest{}, fmt.Errorf("unknown deploy command %q\n%s", req.sub, deployUsage)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, "deploy", args[1:]); err != nil {
 		return deployRequest{}, err
 	}
 	if fs.NArg() > 0 {
@@ -128,7 +123,7 @@ func setDefault(fs *flag.FlagSet, name string, v time.Duration) {
 // deployCommand runs `starter deploy`: a versioned deploy of the workers from
 // the operator's side (internal/rollout).
 func deployCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	req, err := parseDeploy(fs, args, os.Getenv)
+	req, err := parseDeploy(fs, args)
 	if err != nil {
 		return err
 	}

@@ -85,13 +85,8 @@ func TestParseDeploy(t *testing.T) {
 			fs := flag.NewFlagSet("starter deploy", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			g := globalFlags(fs)
-			getenv := func(key string) string {
-				if key == rollout.DeploymentEnv {
-					return tc.env
-				}
-				return ""
-			}
-			got, err := parseDeploy(fs, tc.args, getenv)
+			t.Setenv(rollout.DeploymentEnv, tc.env)
+			got, err := parseDeploy(fs, tc.args)
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
 					t.Fatalf("err = %v, want %q", err, tc.err)

@@ -134,8 +134,8 @@ type globals struct {
 
 func globalFlags(fs *flag.FlagSet) globals {
 	return globals{
-		address:   fs.String("address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")"),
-		namespace: fs.String("namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)"),
+		address:   fs.String("address", "", "Temporal `host:port` (default "+temporalclient.DefaultAddress+")"),
+		namespace: fs.String("namespace", "", "Temporal `namespace` (default default)"),
 		asJSON:    fs.Bool("json", false, "print JSON"),
 		timeout:   fs.Duration("timeout", time.Minute, "give up after this long, retries included"),
 	}
@@ -224,7 +224,7 @@ type customerFlags struct {
 func addCustomerFlags(fs *flag.FlagSet) customerFlags {
 	return customerFlags{
 		customer: fs.String("customer", "", "customer `id` (required)"),
-		tenant: fs.String("tenant", os.Getenv("TENANT_ID"), "the customer's `tenant` (env TENANT_ID, default "+workflows.DefaultTenant+
+		tenant: fs.String("tenant", "", "the customer's `tenant` (default "+workflows.DefaultTenant+
 			"); the same customer ID in another tenant is another customer"),
 	}
 }
@@ -237,7 +237,7 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 	source := fs.String("source", "", "source `id`, such as an order number")
 	at := fs.String("at", "", "when it happened, RFC 3339 (optional; part of the event, so a retry must repeat it)")
 	asSignal := fs.Bool("signal", false, "send as the add-points signal (fire and forget) instead of the apply-points update")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "points", args); err != nil {
 		return err
 	}
 	// No default time: a retry of the same command must describe the same event.
@@ -285,11 +285,11 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, s.customerName(), res.Points, res.Tier, ev.DedupKey))
 }
 
-// customerCommand parses the flags of a rewards command that takes only
+// customerCommand parses the flags of rewards command, which takes only
 // -customer and -tenant, and connects for it.
-func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, args []string) (*session, error) {
+func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, command string, args []string) (*session, error) {
 	who := addCustomerFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, command, args); err != nil {
 		return nil, err
 	}
 	return g.rewardsSession(ctx, who)
@@ -305,7 +305,7 @@ func (s *session) customerName() string {
 }
 
 func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	s, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, "status", args)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func statusCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 // unenrollment (the entity starts again with no points), nothing for a
 // customer who is enrolled.
 func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	s, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, "enroll", args)
 	if err != nil {
 		return err
 	}
@@ -349,7 +349,7 @@ func statusText(st workflows.Status) string {
 }
 
 func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	s, err := g.customerCommand(ctx, fs, args)
+	s, err := g.customerCommand(ctx, fs, "unenroll", args)
 	if err != nil {
 		return err
 	}

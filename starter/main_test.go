@@ -107,7 +107,7 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 		{[]string{"define"}, "-f is required (a file, or - for stdin)"},
 		{[]string{"event", "-f", missing}, "open " + missing + ": no such file or directory"},
 		{[]string{"define", "-f", invalid}, ""},
-		{[]string{"serve", "-idempotency-ttl", "0s"}, "-idempotency-ttl and -idempotency-lock-ttl must be positive"},
+		{[]string{"serve", "-idempotency-ttl", "0s"}, "-idempotency-ttl (or IDEMPOTENCY_TTL) and -idempotency-lock-ttl (or IDEMPOTENCY_LOCK_TTL) must be positive"},
 	}
 	for _, c := range cases {
 		args := append([]string{c.args[0], "-address", unreachable}, c.args[1:]...)
@@ -216,5 +216,39 @@ func TestSessionClose(t *testing.T) {
 	s.Close()
 	if s.ctx.Err() == nil || tc.closed != 1 {
 		t.Fatalf("rewards session after Close: context %v, Temporal closed %d times", s.ctx.Err(), tc.closed)
+	}
+}
+
+// Every command's -h names each environment variable it reads, its own and
+// the global flags', beside the flag.
+func TestHelpNamesTheEnvironment(t *testing.T) {
+	commandLines := map[string][][]string{
+		"points": {{"points"}}, "status": {{"status"}}, "enroll": {{"enroll"}}, "unenroll": {{"unenroll"}},
+		"define": {{"define"}}, "event": {{"event"}}, "run": {{"run"}}, "schedules": {{"schedules", "sync"}},
+		"apikey": {{"apikey", "create"}, {"apikey", "revoke"}, {"apikey", "list"}},
+		"deploy": {{"deploy", "status"}, {"deploy", "set-current"}, {"deploy", "ramp"}, {"deploy", "nudge"}},
+		"serve":  {{"serve"}},
+	}
+	for command, vars := range environment {
+		if command == "" {
+			continue
+		}
+		lines, ok := commandLines[command]
+		if !ok {
+			t.Errorf("no command line to test the help of %s", command)
+		}
+		for _, line := range lines {
+			_, stderr, err := runStarter(t, append(line, "-h")...)
+			if !errors.Is(err, flag.ErrHelp) {
+				t.Fatalf("%v -h: err %v, want flag.ErrHelp", line, err)
+			}
+			for _, table := range []map[string]string{environment[""], vars} {
+				for name, env := range table {
+					if !strings.Contains(stderr, "-"+name) || !strings.Contains(stderr, "(env "+env+")") {
+						t.Errorf("%v -h does not name -%s with %s:\n%s", line, name, env, stderr)
+					}
+				}
+			}
+		}
 	}
 }

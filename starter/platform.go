@@ -17,9 +17,12 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
+// databaseUsage is the help of -database-url.
+const databaseUsage = "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL"
+
 // databaseFlag adds -database-url to the activity platform's commands.
 func databaseFlag(fs *flag.FlagSet) *string {
-	return fs.String("database-url", os.Getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
+	return fs.String("database-url", "", databaseUsage)
 }
 
 // platformSession connects to Temporal and opens the database for a
@@ -39,12 +42,13 @@ func (g globals) platformSession(ctx context.Context, databaseURL string) (*sess
 }
 
 // documentSession serves the commands that take a JSON document: it parses
-// the flags -f and -database-url, reads the document, hands it to parse, and
-// only then opens a platform session, so bad input fails before any connection.
-func (g globals) documentSession(ctx context.Context, fs *flag.FlagSet, args []string, what string, parse func([]byte) error) (*session, error) {
+// command's flags -f and -database-url, reads the document, hands it to
+// parse, and only then opens a platform session, so bad input fails before
+// any connection.
+func (g globals) documentSession(ctx context.Context, fs *flag.FlagSet, command string, args []string, what string, parse func([]byte) error) (*session, error) {
 	file := fs.String("f", "", what+" `file` (JSON; - for stdin)")
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, command, args); err != nil {
 		return nil, err
 	}
 	doc, err := readDocument(*file)
@@ -71,7 +75,7 @@ func readDocument(path string) ([]byte, error) {
 
 func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	var def contracts.ActivityDefinition
-	s, err := g.documentSession(ctx, fs, args, "activity definition", func(doc []byte) (err error) {
+	s, err := g.documentSession(ctx, fs, "define", args, "activity definition", func(doc []byte) (err error) {
 		def, err = contracts.ParseActivityDefinition(doc)
 		return err
 	})
@@ -100,7 +104,7 @@ func defineCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 
 func eventCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	var env contracts.EventEnvelope
-	s, err := g.documentSession(ctx, fs, args, "event envelope", func(doc []byte) (err error) {
+	s, err := g.documentSession(ctx, fs, "event", args, "event envelope", func(doc []byte) (err error) {
 		env, err = contracts.ParseEventEnvelope(doc)
 		return err
 	})
@@ -134,7 +138,7 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 	activityID := fs.String("activity", "", "activity `id` (required)")
 	key := fs.String("key", "", "idempotency `key`: the same key never starts two runs (default: a new UUID, printed)")
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "run", args); err != nil {
 		return err
 	}
 	if *activityID == "" {
@@ -164,7 +168,7 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 
 func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	dbURL := databaseFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "schedules", args); err != nil {
 		return err
 	}
 	s, err := g.platformSession(ctx, *dbURL)

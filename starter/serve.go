@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,70 +32,73 @@ import (
 	"github.com/entityflow/entityflow/store"
 )
 
+// serveConfig is what the flags and the environment ask of starter serve.
+type serveConfig struct {
+	httpAddr, databaseURL, keyStore, logLevel string
+	// ttl and lockTTL are the idempotency keys'.
+	ttl, lockTTL time.Duration
+	// maxInFlight, maxQueue and maxWait bound each customer entity's
+	// commands (admission.Limiter).
+	maxInFlight, maxQueue int
+	maxWait               time.Duration
+	shutdown              time.Duration
+	tlsCert, tlsKey       string
+	codecOrigins          string
+	auth                  authFlags
+}
+
+// parseServe reads serve's flags in args into fs, over their environment
+// variables, and checks them: bad input fails before anything connects.
+func parseServe(fs *flag.FlagSet, args []string) (serveConfig, error) {
+	var c serveConfig
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "listen `address`")
+	fs.StringVar(&c.databaseURL, "database-url", "", databaseUsage)
+	fs.StringVar(&c.keyStore, "idempotency-store", "memory", "idempotency key `store`: memory, redis://..., or sql (the database)")
+	fs.DurationVar(&c.ttl, "idempotency-ttl", 24*time.Hour, "how long finished keys are kept")
+	fs.DurationVar(&c.lockTTL, "idempotency-lock-ttl", 30*time.Second, "how long an in-progress claim holds its key")
+	fs.IntVar(&c.maxInFlight, "entity-max-inflight", admission.DefaultMaxInFlight, "commands in flight per customer entity, below Temporal's 10 in-flight updates")
+	fs.IntVar(&c.maxQueue, "entity-max-queue", admission.DefaultMaxQueue, "commands waiting per customer entity beyond those in flight; more are answered 429")
+	fs.DurationVar(&c.maxWait, "entity-max-wait", admission.DefaultMaxWait, "longest wait in a customer's queue before 429")
+	fs.DurationVar(&c.shutdown, "shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
+	fs.StringVar(&c.codecOrigins, "codec-cors-origin", payloadcodec.DefaultWebUIOrigins, "Temporal Web UI `origins` (comma-separated) whose pages may call the payload codec endpoint "+payloadcodec.PathPrefix+", served when payload keys are configured")
+	addAuthFlags(fs, &c.auth)
+	if err := parseFlags(fs, "serve", args); err != nil {
+		return serveConfig{}, err
+	}
+	if err := c.auth.check(); err != nil {
+		return serveConfig{}, err
+	}
+	if c.ttl <= 0 || c.lockTTL <= 0 {
+		return serveConfig{}, fmt.Errorf("%s and %s must be positive", serveFlag("idempotency-ttl"), serveFlag("idempotency-lock-ttl"))
+	}
+	if c.maxInFlight <= 0 || c.maxQueue < 0 || c.maxWait <= 0 {
+		return serveConfig{}, fmt.Errorf("%s and %s must be positive, %s not negative", serveFlag("entity-max-inflight"), serveFlag("entity-max-wait"), serveFlag("entity-max-queue"))
+	}
+	return c, nil
+}
+
 // serveCommand runs the HTTP API until SIGINT or SIGTERM, then stops taking
 // requests and lets those in flight finish (up to -shutdown-timeout).
 func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	ttlDefault, err := envDuration("IDEMPOTENCY_TTL", 24*time.Hour)
+	cfg, err := parseServe(fs, args)
 	if err != nil {
 		return err
-	}
-	lockDefault, err := envDuration("IDEMPOTENCY_LOCK_TTL", 30*time.Second)
-	if err != nil {
-		return err
-	}
-	inFlightDefault, err := envInt("ENTITY_MAX_INFLIGHT", admission.DefaultMaxInFlight)
-	if err != nil {
-		return err
-	}
-	queueDefault, err := envInt("ENTITY_MAX_QUEUE", admission.DefaultMaxQueue)
-	if err != nil {
-		return err
-	}
-	waitDefault, err := envDuration("ENTITY_MAX_WAIT", admission.DefaultMaxWait)
-	if err != nil {
-		return err
-	}
-	addr := fs.String("http-addr", envOr("HTTP_ADDR", "127.0.0.1:8080"), "listen `address` (env HTTP_ADDR)")
-	dbURL := databaseFlag(fs)
-	keyStore := fs.String("idempotency-store", envOr("IDEMPOTENCY_STORE", "memory"), "idempotency key `store`: memory, redis://..., or sql (the database) (env IDEMPOTENCY_STORE)")
-	ttl := fs.Duration("idempotency-ttl", ttlDefault, "how long finished keys are kept (env IDEMPOTENCY_TTL)")
-	lockTTL := fs.Duration("idempotency-lock-ttl", lockDefault, "how long an in-progress claim holds its key (env IDEMPOTENCY_LOCK_TTL)")
-	maxInFlight := fs.Int("entity-max-inflight", inFlightDefault, "commands in flight per customer entity, below Temporal's 10 in-flight updates (env ENTITY_MAX_INFLIGHT)")
-	maxQueue := fs.Int("entity-max-queue", queueDefault, "commands waiting per customer entity beyond those in flight; more are answered 429 (env ENTITY_MAX_QUEUE)")
-	maxWait := fs.Duration("entity-max-wait", waitDefault, "longest wait in a customer's queue before 429 (env ENTITY_MAX_WAIT)")
-	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
-	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log `level` (env LOG_LEVEL)")
-	tlsCert := fs.String("tls-cert", os.Getenv("HTTP_TLS_CERT"), "serve HTTPS with this PEM certificate (chain) `file`, reloaded on SIGHUP and when it changes; with -tls-key (env HTTP_TLS_CERT)")
-	tlsKey := fs.String("tls-key", os.Getenv("HTTP_TLS_KEY"), "the PEM private key `file` of -tls-cert (env HTTP_TLS_KEY)")
-	codecOrigins := fs.String("codec-cors-origin", envOr("CODEC_CORS_ORIGIN", payloadcodec.DefaultWebUIOrigins), "Temporal Web UI `origins` (comma-separated) whose pages may call the payload codec endpoint "+payloadcodec.PathPrefix+", served when payload keys are configured (env CODEC_CORS_ORIGIN)")
-	authf, err := addAuthFlags(fs)
-	if err != nil {
-		return err
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := authf.check(); err != nil {
-		return err
-	}
-	if *ttl <= 0 || *lockTTL <= 0 {
-		return errors.New("-idempotency-ttl and -idempotency-lock-ttl must be positive")
-	}
-	if *maxInFlight <= 0 || *maxQueue < 0 || *maxWait <= 0 {
-		return errors.New("-entity-max-inflight and -entity-max-wait must be positive, -entity-max-queue not negative")
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("%s: %w", serveFlag("log-level"), err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var cert *certificate
-	if *tlsCert != "" || *tlsKey != "" {
-		if cert, err = loadCertificate(*tlsCert, *tlsKey, logger); err != nil {
+	if cfg.tlsCert != "" || cfg.tlsKey != "" {
+		if cert, err = loadCertificate(cfg.tlsCert, cfg.tlsKey, logger); err != nil {
 			return err
 		}
 	}
-	origins, err := payloadcodec.ParseOrigins(*codecOrigins)
+	origins, err := payloadcodec.ParseOrigins(cfg.codecOrigins)
 	if err != nil {
 		return err
 	}
@@ -110,12 +112,12 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return err
 	}
 	defer c.Close()
-	st, err := storeconn.Open(ctx, *dbURL, logger)
+	st, err := storeconn.Open(ctx, cfg.databaseURL, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	keys, closeKeys, err := openKeyStore(ctx, *keyStore, st, logger)
+	keys, closeKeys, err := openKeyStore(ctx, cfg.keyStore, st, logger)
 	if err != nil {
 		return err
 	}
@@ -123,33 +125,33 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 
 	// A command never outlives its claim on the key, and shutdown waits for
 	// the longest command plus the time to store its answer.
-	requestTimeout := *lockTTL * 2 / 3
-	drain := max(*shutdown, requestTimeout+5*time.Second)
+	requestTimeout := cfg.lockTTL * 2 / 3
+	drain := max(cfg.shutdown, requestTimeout+5*time.Second)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	idemMetrics := idempotency.NewMetrics()
 	reg.MustRegister(idemMetrics)
-	authn, tenantLimits, authMetrics, err := authf.build(ctx, st, logger)
+	authn, tenantLimits, authMetrics, err := cfg.auth.build(ctx, st, logger)
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(authMetrics)
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", *addr, err)
+		return fmt.Errorf("listening on %s: %w", cfg.httpAddr, err)
 	}
 	api := &httpapi.Server{
 		Platform:       &platform.Service{Store: st, Temporal: c, DataConverter: opts.DataConverter, Logger: logger},
 		Rewards:        &rewardsclient.Client{Temporal: c, Logger: logger},
-		Idempotency:    &idempotency.Middleware{Store: keys, TTL: *ttl, LockTTL: *lockTTL, Metrics: idemMetrics, Logger: logger},
+		Idempotency:    &idempotency.Middleware{Store: keys, TTL: cfg.ttl, LockTTL: cfg.lockTTL, Metrics: idemMetrics, Logger: logger},
 		Auth:           authn,
 		TenantLimits:   tenantLimits,
 		Metrics:        httpapi.NewMetrics(reg),
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		MetricsToken:   *authf.metricsToken,
+		MetricsToken:   cfg.auth.metricsToken,
 		ListenAddr:     ln.Addr(),
 		Timeout:        requestTimeout,
-		Admission:      &admission.Limiter{MaxInFlight: *maxInFlight, MaxQueue: queueSize(*maxQueue), MaxWait: *maxWait},
+		Admission:      &admission.Limiter{MaxInFlight: cfg.maxInFlight, MaxQueue: queueSize(cfg.maxQueue), MaxWait: cfg.maxWait},
 		Logger:         logger,
 	}
 	handler := api.Handler()
@@ -170,8 +172,8 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		srv.TLSConfig = serverTLSConfig(cert)
 		go cert.watch(ctx)
 	}
-	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(*keyStore))
-	fmt.Fprintln(out, authf.describe(httpapi.LoopbackOnly(ln.Addr())))
+	fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(cfg.keyStore))
+	fmt.Fprintln(out, cfg.auth.describe(httpapi.LoopbackOnly(ln.Addr())))
 	if codec != nil {
 		fmt.Fprintf(out, "payload codec endpoint for the Temporal Web UI and CLI: %s://%s%s (encrypting with key %s)\n", scheme, ln.Addr(), payloadcodec.PathPrefix, codec.CurrentKeyID())
 	}
@@ -236,45 +238,10 @@ func storeKind(spec string) string {
 	return spec
 }
 
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return fallback
-}
-
-// envDuration reads a positive Go duration from the environment variable
-// key, or returns fallback when it is unset.
-func envDuration(key string, fallback time.Duration) (time.Duration, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", key, v)
-	}
-	return d, nil
-}
-
 // queueSize is admission.Limiter's MaxQueue for a queue of n (0: no queue).
 func queueSize(n int) int {
 	if n == 0 {
 		return -1
 	}
 	return n
-}
-
-// envInt reads a non-negative integer from the environment variable key, or
-// returns fallback when it is unset.
-func envInt(key string, fallback int) (int, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s=%q: want a non-negative integer", key, v)
-	}
-	return n, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -34,83 +33,45 @@ type ingestConfig struct {
 	ingress ingress.Config
 }
 
-// addIngestFlags defines the ingress's flags on fs, each over its INGEST_*
-// (or NATS_*) environment variable read by getenv. The returned func
-// checks what was parsed; call it after fs.Parse.
-func addIngestFlags(fs *flag.FlagSet, getenv func(string) string, c *ingestConfig) func() error {
-	var envErrs []error
-	envNum := func(key string, fallback int) int {
-		n, err := envInt(getenv, key, fallback)
-		if err != nil {
-			envErrs = append(envErrs, err)
-		}
-		return n
-	}
-	envDuration := func(key string, fallback time.Duration) time.Duration {
-		v := getenv(key)
-		if v == "" {
-			return fallback
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("%s=%q: want a duration such as 30s", key, v))
-		}
-		return d
-	}
-	enabled := false
-	if v := getenv("INGEST_ENABLED"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("INGEST_ENABLED=%q: want true or false", v))
-		}
-		enabled = b
-	}
+// addIngestFlags defines the ingress's flags on fs (their environment
+// variables, INGEST_* and NATS_*, are in environment). The returned func
+// checks what was parsed; call it after parsing.
+func addIngestFlags(fs *flag.FlagSet, c *ingestConfig) func() error {
 	ic := &c.ingress
 	var tenants, tenantRates string
-	tenantRate := 0.0
-	if v := getenv("INGEST_TENANT_RATE"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("INGEST_TENANT_RATE=%q: want messages per second, 0 or inf for no limit", v))
-		}
-		tenantRate = f
-	}
-	fs.BoolVar(&c.enabled, "ingest", enabled, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that (env INGEST_ENABLED)")
-	fs.StringVar(&c.natsURL, "nats-url", envOr(getenv, "NATS_URL", nats.DefaultURL), "NATS server `url`s of the ingress, comma-separated (env NATS_URL)")
-	sec := ingress.SecurityFromEnv(getenv)
-	fs.StringVar(&c.nats.CAFile, "nats-ca", sec.CAFile, "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on (env NATS_CA)")
-	fs.StringVar(&c.nats.CertFile, "nats-cert", sec.CertFile, "PEM `file` of the ingress's TLS client certificate, with -nats-key (env NATS_CERT)")
-	fs.StringVar(&c.nats.KeyFile, "nats-key", sec.KeyFile, "PEM `file` of the client certificate's private key (env NATS_KEY)")
-	fs.StringVar(&c.nats.CredsFile, "nats-creds", sec.CredsFile, "NATS credentials `file` (.creds: user JWT and nkey seed) (env NATS_CREDS)")
-	fs.StringVar(&c.nats.NkeyFile, "nats-nkey", sec.NkeyFile, "`file` holding the NATS user's nkey seed (env NATS_NKEY)")
-	fs.StringVar(&c.nats.User, "nats-user", sec.User, "NATS `user`, with its password (env NATS_USER)")
-	fs.StringVar(&c.nats.Password, "nats-password", sec.Password, "the NATS user's `password`; prefer the environment, a flag shows in ps (env NATS_PASSWORD)")
-	fs.StringVar(&c.nats.Token, "nats-token", sec.Token, "NATS authentication `token`; prefer the environment, a flag shows in ps (env NATS_TOKEN)")
-	fs.StringVar(&ic.PointsStream, "ingest-points-stream", envOr(getenv, "INGEST_POINTS_STREAM", ingress.DefaultPointsStream), "JetStream `stream` of point events, or off (env INGEST_POINTS_STREAM)")
-	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", envOr(getenv, "INGEST_POINTS_PREFIX", ingress.DefaultPointsPrefix), "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points (env INGEST_POINTS_PREFIX)")
-	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", envOr(getenv, "INGEST_POINTS_DURABLE", ingress.DefaultPointsDurable), "durable consumer `name` of point events, {name}-{partition} per partition (env INGEST_POINTS_DURABLE)")
-	fs.IntVar(&ic.Partitions, "ingest-partitions", envNum("INGEST_PARTITIONS", ingress.DefaultPartitions), "partitions of the points stream by customer: at most as many ingress processes share it; must match an existing stream's (env INGEST_PARTITIONS)")
-	fs.DurationVar(&ic.PinnedTTL, "ingest-pin-ttl", envDuration("INGEST_PIN_TTL", ingress.DefaultPinnedTTL), "how long a partition stays pinned to a process that stopped pulling: the longest a dead process's partitions wait for another (env INGEST_PIN_TTL)")
-	fs.StringVar(&ic.EventsStream, "ingest-events-stream", envOr(getenv, "INGEST_EVENTS_STREAM", ingress.DefaultEventsStream), "JetStream `stream` of event envelopes, or off (env INGEST_EVENTS_STREAM)")
-	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", envOr(getenv, "INGEST_EVENTS_PREFIX", ingress.DefaultEventsPrefix), "subject `prefix` of event envelopes: {prefix}.{tenant}[.more] (env INGEST_EVENTS_PREFIX)")
-	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", envOr(getenv, "INGEST_EVENTS_DURABLE", ingress.DefaultEventsDurable), "durable consumer `name` of event envelopes (env INGEST_EVENTS_DURABLE)")
-	fs.StringVar(&ic.DeadLetterStream, "ingest-dead-letter-stream", envOr(getenv, "INGEST_DEAD_LETTER_STREAM", ingress.DefaultDeadLetterStream), "JetStream `stream` of dead letters (env INGEST_DEAD_LETTER_STREAM)")
-	fs.StringVar(&ic.DeadLetterPrefix, "ingest-dead-letter-prefix", envOr(getenv, "INGEST_DEAD_LETTER_PREFIX", ingress.DefaultDeadLetterPrefix), "subject `prefix` of dead letters: {prefix}.{original subject} (env INGEST_DEAD_LETTER_PREFIX)")
-	fs.DurationVar(&ic.StreamDuplicates, "ingest-stream-duplicates", envDuration("INGEST_STREAM_DUPLICATES", 0), "JetStream's duplicate `window` of the streams the ingress creates; 0 for JetStream's 2 minutes; the ingress does not rely on it (env INGEST_STREAM_DUPLICATES)")
-	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", envNum("INGEST_MAX_ACK_PENDING", 1000), "messages delivered and not yet acked, per consumer (env INGEST_MAX_ACK_PENDING)")
-	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", envDuration("INGEST_ACK_WAIT", 30*time.Second), "the consumers' ack wait: how soon the messages of a crashed ingress come again (env INGEST_ACK_WAIT)")
-	fs.IntVar(&ic.Workers, "ingest-workers", envNum("INGEST_WORKERS", ingress.DefaultWorkers), "messages applied at once; a customer's go one at a time, in order (env INGEST_WORKERS)")
-	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", envNum("INGEST_MAX_PER_CUSTOMER", 0), "messages of one customer newly delivered held at once; more are nacked until their turn, which frees no place in -ingest-max-ack-pending; 0: no bound but that (env INGEST_MAX_PER_CUSTOMER)")
-	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", envNum("INGEST_MAX_DELIVERIES", 100), "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever (env INGEST_MAX_DELIVERIES)")
-	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", envDuration("INGEST_STOP_TIMEOUT", 10*time.Second), "how long messages in flight get to finish on shutdown (env INGEST_STOP_TIMEOUT)")
-	fs.StringVar(&tenants, "ingest-tenants", getenv("INGEST_TENANTS"), "comma-separated `tenants` served; empty: any; others' messages are dead-lettered (env INGEST_TENANTS)")
-	fs.Float64Var(&tenantRate, "ingest-tenant-rate", tenantRate, "each tenant's quota in messages applied per `second` by this process; over it a tenant's messages are nacked until its next token (never dead-lettered, not counted as attempts); 0 or inf: no limit (env INGEST_TENANT_RATE)")
-	fs.IntVar(&ic.TenantBurst, "ingest-tenant-burst", envNum("INGEST_TENANT_BURST", 0), "messages a tenant may have applied at once above its quota; 0: one second of its rate (env INGEST_TENANT_BURST)")
-	fs.StringVar(&tenantRates, "ingest-tenant-rates", getenv("INGEST_TENANT_RATES"), "per-tenant quotas over -ingest-tenant-rate, comma-separated `tenant=rate` pairs such as t-1=50,t-2=inf (env INGEST_TENANT_RATES)")
+	var tenantRate float64
+	fs.BoolVar(&c.enabled, "ingest", false, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that")
+	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress, comma-separated")
+	fs.StringVar(&c.nats.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
+	fs.StringVar(&c.nats.CertFile, "nats-cert", "", "PEM `file` of the ingress's TLS client certificate, with -nats-key")
+	fs.StringVar(&c.nats.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
+	fs.StringVar(&c.nats.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
+	fs.StringVar(&c.nats.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
+	fs.StringVar(&c.nats.User, "nats-user", "", "NATS `user`, with its password")
+	fs.StringVar(&c.nats.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
+	fs.StringVar(&c.nats.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
+	fs.StringVar(&ic.PointsStream, "ingest-points-stream", ingress.DefaultPointsStream, "JetStream `stream` of point events, or off")
+	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", ingress.DefaultPointsPrefix, "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points")
+	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", ingress.DefaultPointsDurable, "durable consumer `name` of point events, {name}-{partition} per partition")
+	fs.IntVar(&ic.Partitions, "ingest-partitions", ingress.DefaultPartitions, "partitions of the points stream by customer: at most as many ingress processes share it; must match an existing stream's")
+	fs.DurationVar(&ic.PinnedTTL, "ingest-pin-ttl", ingress.DefaultPinnedTTL, "how long a partition stays pinned to a process that stopped pulling: the longest a dead process's partitions wait for another")
+	fs.StringVar(&ic.EventsStream, "ingest-events-stream", ingress.DefaultEventsStream, "JetStream `stream` of event envelopes, or off")
+	fs.StringVar(&ic.EventsPrefix, "ingest-events-prefix", ingress.DefaultEventsPrefix, "subject `prefix` of event envelopes: {prefix}.{tenant}[.more]")
+	fs.StringVar(&ic.EventsDurable, "ingest-events-durable", ingress.DefaultEventsDurable, "durable consumer `name` of event envelopes")
+	fs.StringVar(&ic.DeadLetterStream, "ingest-dead-letter-stream", ingress.DefaultDeadLetterStream, "JetStream `stream` of dead letters")
+	fs.StringVar(&ic.DeadLetterPrefix, "ingest-dead-letter-prefix", ingress.DefaultDeadLetterPrefix, "subject `prefix` of dead letters: {prefix}.{original subject}")
+	fs.DurationVar(&ic.StreamDuplicates, "ingest-stream-duplicates", 0, "JetStream's duplicate `window` of the streams the ingress creates; 0 for JetStream's 2 minutes; the ingress does not rely on it")
+	fs.IntVar(&ic.MaxAckPending, "ingest-max-ack-pending", 1000, "messages delivered and not yet acked, per consumer")
+	fs.DurationVar(&ic.AckWait, "ingest-ack-wait", 30*time.Second, "the consumers' ack wait: how soon the messages of a crashed ingress come again")
+	fs.IntVar(&ic.Workers, "ingest-workers", ingress.DefaultWorkers, "messages applied at once; a customer's go one at a time, in order")
+	fs.IntVar(&ic.MaxPerCustomer, "ingest-max-per-customer", 0, "messages of one customer newly delivered held at once; more are nacked until their turn, which frees no place in -ingest-max-ack-pending; 0: no bound but that")
+	fs.IntVar(&ic.Retry.MaxDeliveries, "ingest-max-deliveries", 100, "attempts (deferrals in order not counted) after which a message failing for an unexplained reason is dead-lettered; 0 never; transient failures are retried for ever")
+	fs.DurationVar(&ic.StopTimeout, "ingest-stop-timeout", 10*time.Second, "how long messages in flight get to finish on shutdown")
+	fs.StringVar(&tenants, "ingest-tenants", "", "comma-separated `tenants` served; empty: any; others' messages are dead-lettered")
+	fs.Float64Var(&tenantRate, "ingest-tenant-rate", 0, "each tenant's quota in messages applied per `second` by this process; over it a tenant's messages are nacked until its next token (never dead-lettered, not counted as attempts); 0 or inf: no limit")
+	fs.IntVar(&ic.TenantBurst, "ingest-tenant-burst", 0, "messages a tenant may have applied at once above its quota; 0: one second of its rate")
+	fs.StringVar(&tenantRates, "ingest-tenant-rates", "", "per-tenant quotas over -ingest-tenant-rate, comma-separated `tenant=rate` pairs such as t-1=50,t-2=inf")
 	return func() error {
-		if err := errors.Join(envErrs...); err != nil {
-			return err
-		}
 		if !c.enabled {
 			return nil
 		}

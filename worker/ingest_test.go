@@ -122,8 +122,8 @@ func TestParseIngestConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			getenv := func(k string) string { return tt.env[k] }
-			c, err := parseConfig(tt.args, getenv, io.Discard)
+			setEnv(t, tt.env)
+			c, err := parseConfig(tt.args, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)

@@ -50,7 +50,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +61,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/flagenv"
 	"github.com/entityflow/entityflow/internal/metricsendpoint"
 	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/pollers"
@@ -115,34 +115,75 @@ func (c config) taskQueues() []string {
 // versioned reports whether the workers run under Worker Deployment Versioning.
 func (c config) versioned() bool { return c.version != worker.WorkerDeploymentVersion{} }
 
-// parseConfig reads the flags in args over the environment read by getenv;
-// help and flag errors go to output.
-func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
-	cacheDefault, err := envInt(getenv, "STICKY_CACHE_SIZE", 2000)
-	if err != nil {
-		return config{}, err
-	}
-	releaseDefault, err := envInt(getenv, "REWARDS_RELEASE", workflows.RewardsRelease)
-	if err != nil {
-		return config{}, err
-	}
+// environment names the environment variable of each flag that has one: a
+// flag given on the command line beats its variable, which beats the flag's
+// default.
+var environment = flagenv.Vars{
+	"address":           "TEMPORAL_ADDRESS",
+	"namespace":         "TEMPORAL_NAMESPACE",
+	"task-queues":       "TASK_QUEUES",
+	"database-url":      "DATABASE_URL",
+	"log-level":         "LOG_LEVEL",
+	"sticky-cache-size": "STICKY_CACHE_SIZE",
+	"metrics-addr":      "METRICS_ADDR",
+	"deployment-name":   "WORKER_DEPLOYMENT_NAME",
+	"build-id":          "WORKER_BUILD_ID",
+	"rewards-release":   "REWARDS_RELEASE",
+	"pollers":           "WORKER_POLLERS",
+
+	"ingest":                    "INGEST_ENABLED",
+	"nats-url":                  "NATS_URL",
+	"nats-ca":                   "NATS_CA",
+	"nats-cert":                 "NATS_CERT",
+	"nats-key":                  "NATS_KEY",
+	"nats-creds":                "NATS_CREDS",
+	"nats-nkey":                 "NATS_NKEY",
+	"nats-user":                 "NATS_USER",
+	"nats-password":             "NATS_PASSWORD",
+	"nats-token":                "NATS_TOKEN",
+	"ingest-points-stream":      "INGEST_POINTS_STREAM",
+	"ingest-points-prefix":      "INGEST_POINTS_PREFIX",
+	"ingest-points-durable":     "INGEST_POINTS_DURABLE",
+	"ingest-partitions":         "INGEST_PARTITIONS",
+	"ingest-pin-ttl":            "INGEST_PIN_TTL",
+	"ingest-events-stream":      "INGEST_EVENTS_STREAM",
+	"ingest-events-prefix":      "INGEST_EVENTS_PREFIX",
+	"ingest-events-durable":     "INGEST_EVENTS_DURABLE",
+	"ingest-dead-letter-stream": "INGEST_DEAD_LETTER_STREAM",
+	"ingest-dead-letter-prefix": "INGEST_DEAD_LETTER_PREFIX",
+	"ingest-stream-duplicates":  "INGEST_STREAM_DUPLICATES",
+	"ingest-max-ack-pending":    "INGEST_MAX_ACK_PENDING",
+	"ingest-ack-wait":           "INGEST_ACK_WAIT",
+	"ingest-workers":            "INGEST_WORKERS",
+	"ingest-max-per-customer":   "INGEST_MAX_PER_CUSTOMER",
+	"ingest-max-deliveries":     "INGEST_MAX_DELIVERIES",
+	"ingest-stop-timeout":       "INGEST_STOP_TIMEOUT",
+	"ingest-tenants":            "INGEST_TENANTS",
+	"ingest-tenant-rate":        "INGEST_TENANT_RATE",
+	"ingest-tenant-burst":       "INGEST_TENANT_BURST",
+	"ingest-tenant-rates":       "INGEST_TENANT_RATES",
+}
+
+// parseConfig reads the flags in args over the environment (see
+// environment); help and flag errors go to output.
+func parseConfig(args []string, output io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&c.address, "address", getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS, default "+temporalclient.DefaultAddress+")")
-	fs.StringVar(&c.namespace, "namespace", getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE, default default)")
-	fs.StringVar(&c.queues, "task-queues", envOr(getenv, "TASK_QUEUES", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue), "comma-separated task `queues` to poll, or none (with -ingest: an ingress only) (env TASK_QUEUES)")
-	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL (env DATABASE_URL)")
-	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (env LOG_LEVEL)")
+	fs.StringVar(&c.address, "address", "", "Temporal frontend `host:port` (default "+temporalclient.DefaultAddress+")")
+	fs.StringVar(&c.namespace, "namespace", "", "Temporal `namespace` (default default)")
+	fs.StringVar(&c.queues, "task-queues", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue, "comma-separated task `queues` to poll, or none (with -ingest: an ingress only)")
+	fs.StringVar(&c.databaseURL, "database-url", "", "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
-	fs.IntVar(&c.cacheSize, "sticky-cache-size", cacheDefault, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB (env STICKY_CACHE_SIZE)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", envOr(getenv, "METRICS_ADDR", "127.0.0.1:9090"), "`address` of the Prometheus /metrics endpoint, or off (env METRICS_ADDR)")
-	fs.StringVar(&c.version.DeploymentName, "deployment-name", getenv("WORKER_DEPLOYMENT_NAME"), "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned (env WORKER_DEPLOYMENT_NAME)")
-	fs.StringVar(&c.version.BuildID, "build-id", getenv("WORKER_BUILD_ID"), "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code (env WORKER_BUILD_ID)")
-	fs.IntVar(&c.rewardsRelease, "rewards-release", releaseDefault, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning) (env REWARDS_RELEASE)", workflows.RewardsRelease))
-	pollersFlag := fs.String("pollers", envOr(getenv, "WORKER_POLLERS", pollers.Auto), "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each (env WORKER_POLLERS)")
-	checkIngest := addIngestFlags(fs, getenv, &c.ingest)
-	if err := fs.Parse(args); err != nil {
+	fs.IntVar(&c.cacheSize, "sticky-cache-size", 2000, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint, or off")
+	fs.StringVar(&c.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
+	fs.StringVar(&c.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
+	fs.IntVar(&c.rewardsRelease, "rewards-release", workflows.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", workflows.RewardsRelease))
+	pollersFlag := fs.String("pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
+	checkIngest := addIngestFlags(fs, &c.ingest)
+	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -157,6 +198,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if c.cacheSize < 1 {
 		return config{}, fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.cacheSize)
 	}
+	var err error
 	if c.pollers, err = pollers.Parse(*pollersFlag); err != nil {
 		return config{}, fmt.Errorf("-pollers (or WORKER_POLLERS): %w", err)
 	}
@@ -227,7 +269,7 @@ func validateVersionPart(s string, maxBytes int) error {
 }
 
 func run() error {
-	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	cfg, err := parseConfig(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -372,27 +414,4 @@ func newWorker(c client.Client, st *store.Store, queue, namespace string, opts w
 	default:
 		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
 	}
-}
-
-// envOr reads the environment variable key, or returns fallback when it is
-// unset or empty.
-func envOr(getenv func(string) string, key, fallback string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return fallback
-}
-
-// envInt reads an integer from the environment variable key, or returns
-// fallback when it is unset.
-func envInt(getenv func(string) string, key string, fallback int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return fallback, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: want a whole number", key, v)
-	}
-	return n, nil
 }

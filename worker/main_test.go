@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,8 +77,8 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			getenv := func(k string) string { return tt.env[k] }
-			c, err := parseConfig(tt.args, getenv, io.Discard)
+			setEnv(t, tt.env)
+			c, err := parseConfig(tt.args, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -93,12 +95,38 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// setEnv sets the worker's environment variables for the test: those in env
+// as given, every other one empty (to the worker, unset).
+func setEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	names := slices.Collect(maps.Values(environment))
+	for k := range env {
+		if !slices.Contains(names, k) {
+			t.Fatalf("%s is not one of the worker's environment variables", k)
+		}
+	}
+	for _, name := range names {
+		t.Setenv(name, env[name])
+	}
+}
+
+// The help names every environment variable the worker reads, each beside
+// its flag.
 func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
+	setEnv(t, nil)
 	var out strings.Builder
-	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseConfig([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v, want flag.ErrHelp", err)
 	}
-	for _, env := range []string{"WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID", "REWARDS_RELEASE", "INGEST_ENABLED", "NATS_URL", "INGEST_TENANTS", "WORKER_POLLERS"} {
+	contract := []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "DATABASE_URL", "METRICS_ADDR", "WORKER_DEPLOYMENT_NAME", "WORKER_BUILD_ID",
+		"REWARDS_RELEASE", "INGEST_ENABLED", "NATS_URL", "INGEST_TENANTS", "WORKER_POLLERS", "INGEST_MAX_PER_CUSTOMER"}
+	for flagName, env := range environment {
+		if !strings.Contains(out.String(), "-"+flagName) {
+			t.Errorf("help does not list -%s", flagName)
+		}
+		contract = append(contract, env)
+	}
+	for _, env := range contract {
 		if !strings.Contains(out.String(), "(env "+env+")") {
 			t.Errorf("help does not name %s:\n%s", env, out.String())
 		}
@@ -153,7 +181,8 @@ func TestVersionedWorkersBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfg, err := parseConfig([]string{"-deployment-name", "entityflow", "-build-id", "v1", "-rewards-release", "2"}, func(string) string { return "" }, io.Discard)
+	setEnv(t, nil)
+	cfg, err := parseConfig([]string{"-deployment-name", "entityflow", "-build-id", "v1", "-rewards-release", "2"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ import (
 	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/cluster"
 	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/flagenv"
 	"github.com/entityflow/entityflow/internal/httpapi"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
@@ -192,6 +193,16 @@ func main() {
 	}
 }
 
+// environment names the environment variable of each flag that has one: a
+// flag given on the command line beats its variable, which beats the flag's
+// default.
+var environment = flagenv.Vars{
+	"api-key":         "ENTITYFLOW_API_KEY",
+	"tenant-api-keys": "ENTITYFLOW_TENANT_API_KEYS",
+}
+
+// parseFlags reads the flags in args over the environment (see
+// environment); help and flag errors go to stderr.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -218,15 +229,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.temporal, "temporal", "", "Temporal frontend host:port on loopback of a running server; empty starts one (-server)")
 	fs.StringVar(&cfg.namespace, "namespace", "default", "Temporal namespace")
 	fs.StringVar(&cfg.api, "api", "", "HTTP API base URL on loopback (http://127.0.0.1:8080); empty runs the API in process")
-	fs.StringVar(&cfg.apiKey, "api-key", os.Getenv("ENTITYFLOW_API_KEY"), "API key of -api, with rewards:write and rewards:read (env ENTITYFLOW_API_KEY)")
-	tenantKeys := fs.String("tenant-api-keys", os.Getenv("ENTITYFLOW_TENANT_API_KEYS"), "tenants shape with -api: QUIET,NOISY, API keys of two other tenants with rewards:write and rewards:read (env ENTITYFLOW_TENANT_API_KEYS)")
+	fs.StringVar(&cfg.apiKey, "api-key", "", "API key of -api, with rewards:write and rewards:read")
+	tenantKeys := fs.String("tenant-api-keys", "", "tenants shape with -api: QUIET,NOISY, API keys of two other tenants with rewards:write and rewards:read")
 	fs.StringVar(&cfg.devDB, "dev-db", "", "with a self-started dev server: its SQLite file (empty: in memory)")
 	fs.StringVar(&cfg.worker, "worker", "auto", "run the rewards worker in process: on, off, auto (on when the harness starts the server)")
 	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default of 2 for the baseline, autoscaling for the rewards worker, as bin/worker)")
 	fs.IntVar(&cfg.cache, "cache", 0, "sticky workflow cache size of the in-process workers, rewards and baseline alike (0: the SDK's default; 1: cache-cold, every workflow task replays)")
 	fs.Float64Var(&cfg.tenantRate, "tenant-rate", 0, "in-process API only: every tenant's limit in commands per second (burst: one second of it), as the API's -tenant-rate; over it the http mode gets 429 (0: no limit, the harness measures the service). The tenants shape with a limit at the quiet tenant's share shows a noisy tenant contained")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return cfg, err
 	}
 	set := map[string]bool{}

@@ -312,3 +312,27 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+// The API keys come from the environment unless a flag gives them, and -h
+// names their variables.
+func TestParseFlagsEnvironment(t *testing.T) {
+	api := []string{"-shape", "tenants", "-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080"}
+	t.Setenv("ENTITYFLOW_API_KEY", "efk_env")
+	t.Setenv("ENTITYFLOW_TENANT_API_KEYS", "efk_q,efk_n")
+	cfg, err := parseFlags(api, io.Discard)
+	if err != nil || cfg.apiKey != "efk_env" || !slices.Equal(cfg.tenantKeys, []string{"efk_q", "efk_n"}) {
+		t.Fatalf("from the environment: key %q, tenant keys %v, error %v", cfg.apiKey, cfg.tenantKeys, err)
+	}
+	if cfg, err = parseFlags(append(api, "-api-key", "efk_flag"), io.Discard); err != nil || cfg.apiKey != "efk_flag" {
+		t.Fatalf("flag over environment: key %q, error %v", cfg.apiKey, err)
+	}
+	var help strings.Builder
+	if _, err := parseFlags([]string{"-h"}, &help); err == nil {
+		t.Fatal("-h: no error")
+	}
+	for _, env := range environment {
+		if !strings.Contains(help.String(), "(env "+env+")") {
+			t.Errorf("help does not name %s:\n%s", env, help.String())
+		}
+	}
+}

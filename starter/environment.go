@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/entityflow/entityflow/internal/flagenv"
+	"github.com/entityflow/entityflow/internal/rollout"
+)
+
+// environment names, by command, the environment variable of each flag that
+// has one; the entry "" is every command's. A flag given on the command line
+// beats its variable, which beats the flag's default. The same flag name may
+// have a variable in one command and none in another: -tenant is TENANT_ID
+// for the rewards commands, never for apikey.
+var environment = map[string]flagenv.Vars{
+	"": {
+		"address":   "TEMPORAL_ADDRESS",
+		"namespace": "TEMPORAL_NAMESPACE",
+	},
+	"points":    {"tenant": "TENANT_ID"},
+	"status":    {"tenant": "TENANT_ID"},
+	"enroll":    {"tenant": "TENANT_ID"},
+	"unenroll":  {"tenant": "TENANT_ID"},
+	"define":    {"database-url": "DATABASE_URL"},
+	"event":     {"database-url": "DATABASE_URL"},
+	"run":       {"database-url": "DATABASE_URL"},
+	"schedules": {"database-url": "DATABASE_URL"},
+	"apikey":    {"database-url": "DATABASE_URL"},
+	"deploy":    {"deployment": rollout.DeploymentEnv},
+	"serve": {
+		"http-addr":            "HTTP_ADDR",
+		"database-url":         "DATABASE_URL",
+		"idempotency-store":    "IDEMPOTENCY_STORE",
+		"idempotency-ttl":      "IDEMPOTENCY_TTL",
+		"idempotency-lock-ttl": "IDEMPOTENCY_LOCK_TTL",
+		"entity-max-inflight":  "ENTITY_MAX_INFLIGHT",
+		"entity-max-queue":     "ENTITY_MAX_QUEUE",
+		"entity-max-wait":      "ENTITY_MAX_WAIT",
+		"log-level":            "LOG_LEVEL",
+		"tls-cert":             "HTTP_TLS_CERT",
+		"tls-key":              "HTTP_TLS_KEY",
+		"codec-cors-origin":    "CODEC_CORS_ORIGIN",
+		"oidc-issuer":          "OIDC_ISSUER",
+		"oidc-jwks-url":        "OIDC_JWKS_URL",
+		"oidc-audience":        "OIDC_AUDIENCE",
+		"oidc-tenant-claim":    "OIDC_TENANT_CLAIM",
+		"oidc-scope-claim":     "OIDC_SCOPE_CLAIM",
+		"tenant-rate":          "TENANT_RATE",
+		"tenant-burst":         "TENANT_BURST",
+		"apikey-cache-ttl":     "APIKEY_CACHE_TTL",
+		"trusted-proxies":      "TRUSTED_PROXIES",
+		"metrics-token":        "HTTP_METRICS_TOKEN",
+	},
+}
+
+// parseFlags parses the command line of command into fs, over the
+// environment variables of the global flags and of the command's.
+func parseFlags(fs *flag.FlagSet, command string, args []string) error {
+	return flagenv.Parse(fs, args, environment[""], environment[command])
+}
+
+// serveFlag names a flag of serve in a message, with its environment
+// variable: "-tenant-burst (or TENANT_BURST)".
+func serveFlag(name string) string {
+	return "-" + name + " (or " + environment["serve"][name] + ")"
+}
