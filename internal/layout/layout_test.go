@@ -1,6 +1,6 @@
 // Package layout holds the test that keeps the project's import arrows
 // pointing one way: programs -> internal -> activities -> store -> workflows
-// -> dedup and contracts. A package never imports one of a higher layer, so
+// -> dedup, contracts and tenant. A package never imports one of a higher layer, so
 // a client service importing workflows gets nothing heavier, and the
 // database or the HTTP layer can move without touching the workflows.
 package layout
@@ -20,7 +20,7 @@ const module = "github.com/entityflow/entityflow"
 // layers lists each layer's folders, lowest first; a folder's subfolders
 // belong to its layer.
 var layers = [][]string{
-	{"dedup", "contracts"},
+	{"dedup", "contracts", "tenant"},
 	{"workflows"},
 	{"store"},
 	{"activities"},
