@@ -23,13 +23,9 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // The scopes a credential can grant; each route of the API needs one.
@@ -66,19 +62,6 @@ func ParseScopes(list string) ([]string, error) {
 		return nil, fmt.Errorf("no scope given: want some of %s", strings.Join(AllScopes, ","))
 	}
 	return scopes, nil
-}
-
-// ValidateTenant checks a tenant ID against the contracts' tenant_id rule,
-// the one X-Tenant-ID follows (idempotency.Tenant): a credential's tenant
-// ends up in that header, in keys and in workflow IDs.
-func ValidateTenant(tenant string) error {
-	if tenant == "" {
-		return errors.New("the tenant is empty")
-	}
-	h := http.Header{}
-	h.Set(idempotency.TenantHeader, tenant)
-	_, err := idempotency.Tenant(&http.Request{Header: h})
-	return err
 }
 
 // Principal is an authenticated caller: the tenant its credential belongs to

@@ -14,6 +14,7 @@ import (
 	"github.com/entityflow/entityflow/internal/cluster"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -55,7 +56,7 @@ func checkFairnessKeys(t *testing.T, c client.Client, customer string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	base := newClient(c, workflows.Options{EventsPerRun: 2})
-	for _, tenant := range []string{workflows.DefaultTenant, "t-fair"} {
+	for _, tenant := range []string{tenant.Default, "t-fair"} {
 		rc := base.For(tenant)
 		for i := range 3 {
 			ev := workflows.PointEvent{DedupKey: fmt.Sprintf("fair-%d", i), Activity: "purchase", Points: 10}
