@@ -11,8 +11,9 @@
 //     401 with WWW-Authenticate: Bearer;
 //   - a valid credential without the route's scope, or an X-Tenant-ID that
 //     names another tenant than the credential's: 403;
-//   - X-Tenant-ID absent: set to the credential's tenant, so the handlers and
-//     the Idempotency-Key layer (idempotency.Tenant) stay tenant-scoped;
+//   - X-Tenant-ID absent: set to the credential's tenant, so the
+//     Idempotency-Key layer (idempotency.Tenant) stays tenant-scoped; the
+//     handlers take the tenant from the Principal (FromContext);
 //   - too many failed attempts from one client address: 429 with Retry-After.
 //
 // TenantLimiter then bounds each tenant's commands with a token bucket, in

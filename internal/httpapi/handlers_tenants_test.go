@@ -129,8 +129,8 @@ func newTenantAPI(t *testing.T, keys *authtest.Keys, api *httpapi.Server) *tenan
 		api.Idempotency = &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger}
 	}
 	a := &tenantAPI{h: api.Handler(), tokens: map[string]string{}}
-	for _, tenant := range []string{tenant.Default, "t-a", "t-b"} {
-		a.tokens[tenant] = keys.Issue(t, tenant)
+	for _, id := range []string{tenant.Default, "t-a", "t-b"} {
+		a.tokens[id] = keys.Issue(t, id)
 	}
 	return a
 }
@@ -155,6 +155,50 @@ func requireSameAnswer(t *testing.T, want, got *httptest.ResponseRecorder, msg s
 	require.Equal(t, want.Code, got.Code, "%s: status; body %s", msg, got.Body)
 	assert.Equal(t, want.Header().Get("Content-Type"), got.Header().Get("Content-Type"), msg)
 	assert.Equal(t, want.Body.String(), got.Body.String(), msg)
+}
+
+// The handlers take the tenant from the credential, but the header's rule
+// still holds on every route: X-Tenant-ID sent twice, even naming the
+// credential's tenant both times, is refused 400 invalid-tenant, on a read
+// (no Idempotency-Key layer) as on a command; sent once, or not at all, the
+// request acts for the credential's tenant.
+func TestTenantHeaderRulesHoldOnEveryRoute(t *testing.T) {
+	keys := authtest.New(t)
+	api := newTenantAPI(t, keys, &httpapi.Server{Rewards: &rewardsclient.Client{Temporal: newEntitiesTemporal(map[string]int64{
+		workflows.RewardsWorkflowIDFor("t-a", "c-1"): 100,
+	}), Attempts: 1}})
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		key     string
+		headers []string
+		code    int
+		problem string
+	}{
+		{"read, header absent", http.MethodGet, "/v1/customers/c-1", "", nil, http.StatusOK, ""},
+		{"read, header once", http.MethodGet, "/v1/customers/c-1", "", []string{"t-a"}, http.StatusOK, ""},
+		{"read, header twice", http.MethodGet, "/v1/customers/c-1", "", []string{"t-a", "t-a"}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
+		{"command, header twice", http.MethodPost, "/v1/customers/c-1/unenroll", "k-1", []string{"t-a", "t-a"}, http.StatusBadRequest, idempotency.ProblemInvalidTenant},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.path, nil)
+			r.Header.Set("Authorization", "Bearer "+api.tokens["t-a"])
+			if tt.key != "" {
+				r.Header.Set(idempotency.KeyHeader, tt.key)
+			}
+			for _, h := range tt.headers {
+				r.Header.Add(idempotency.TenantHeader, h)
+			}
+			rec := httptest.NewRecorder()
+			api.h.ServeHTTP(rec, r)
+			require.Equal(t, tt.code, rec.Code, "body %s", rec.Body)
+			if tt.problem != "" {
+				assert.Equal(t, tt.problem, problemType(t, rec))
+			}
+		})
+	}
 }
 
 // A customer is its tenant's: with c-1 in tenant t-a and in the default
