@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -112,18 +113,18 @@ type LogRecorder struct {
 
 // RecordEnrollment logs an enrollment.
 func (r LogRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {
-	r.Logger.InfoContext(ctx, "customer enrolled", "tenant_id", workflows.TenantOrDefault(e.TenantID), "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenroll", e.Reenroll)
+	r.Logger.InfoContext(ctx, "customer enrolled", "tenant_id", tenant.Normalize(e.TenantID), "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenroll", e.Reenroll)
 	return workflows.EnrollmentResult{}, nil
 }
 
 // RecordTierChange logs a tier change.
 func (r LogRecorder) RecordTierChange(ctx context.Context, c workflows.TierChange) error {
-	r.Logger.InfoContext(ctx, "tier changed", "tenant_id", workflows.TenantOrDefault(c.TenantID), "customer_id", c.CustomerID, "from", c.From, "to", c.To, "points", c.Points)
+	r.Logger.InfoContext(ctx, "tier changed", "tenant_id", tenant.Normalize(c.TenantID), "customer_id", c.CustomerID, "from", c.From, "to", c.To, "points", c.Points)
 	return nil
 }
 
 // RecordUnenrollment logs an unenrollment.
 func (r LogRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
-	r.Logger.InfoContext(ctx, "customer unenrolled", "tenant_id", workflows.TenantOrDefault(u.TenantID), "customer_id", u.CustomerID, "points", u.Points, "lifetime_points", u.LifetimePoints)
+	r.Logger.InfoContext(ctx, "customer unenrolled", "tenant_id", tenant.Normalize(u.TenantID), "customer_id", u.CustomerID, "points", u.Points, "lifetime_points", u.LifetimePoints)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -18,12 +19,12 @@ type StoreRecorder struct {
 // whether the customer is enrolled (store.Enroll); a customer who is not is
 // answered with the balance stored with the unenrollment.
 func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {
-	tenant := workflows.TenantOrDefault(e.TenantID)
-	enrolled, err := r.Store.Enroll(ctx, tenant, e.CustomerID, e.EnrolledAt, e.Reenroll)
+	tenantID := tenant.Normalize(e.TenantID)
+	enrolled, err := r.Store.Enroll(ctx, tenantID, e.CustomerID, e.EnrolledAt, e.Reenroll)
 	if err != nil || enrolled {
 		return workflows.EnrollmentResult{}, err
 	}
-	row, err := r.Store.Enrollment(ctx, tenant, e.CustomerID)
+	row, err := r.Store.Enrollment(ctx, tenantID, e.CustomerID)
 	if err != nil {
 		return workflows.EnrollmentResult{}, err
 	}
@@ -36,7 +37,7 @@ func (r StoreRecorder) RecordEnrollment(ctx context.Context, e workflows.Enrollm
 
 // RecordTierChange stores the tier change (once per customer, time and tier).
 func (r StoreRecorder) RecordTierChange(ctx context.Context, c workflows.TierChange) error {
-	_, err := r.Store.RecordTierChange(ctx, workflows.TenantOrDefault(c.TenantID), c.CustomerID, string(c.From), string(c.To), c.Points, c.ChangedAt)
+	_, err := r.Store.RecordTierChange(ctx, tenant.Normalize(c.TenantID), c.CustomerID, string(c.From), string(c.To), c.Points, c.ChangedAt)
 	return err
 }
 
@@ -44,6 +45,6 @@ func (r StoreRecorder) RecordTierChange(ctx context.Context, c workflows.TierCha
 // first one sets them).
 func (r StoreRecorder) RecordUnenrollment(ctx context.Context, u workflows.Unenrollment) error {
 	left := store.Balance{Points: u.Points, LifetimePoints: u.LifetimePoints, EventCount: u.EventCount}
-	_, err := r.Store.RecordUnenrollment(ctx, workflows.TenantOrDefault(u.TenantID), u.CustomerID, u.UnenrolledAt, left)
+	_, err := r.Store.RecordUnenrollment(ctx, tenant.Normalize(u.TenantID), u.CustomerID, u.UnenrolledAt, left)
 	return err
 }

@@ -62,7 +62,8 @@ func (d *ActivityDefinition) ApplyDefaults() {
 // the same rules as activity-definition.schema.json unless marked Go only:
 //
 //   - activity_id: required, a UUID in 8-4-4-4-12 hex form (either case).
-//   - tenant_id: required, 1..100 characters matching ^[A-Za-z0-9][A-Za-z0-9._-]*$.
+//   - tenant_id: required, 1..100 characters matching ^[A-Za-z0-9][A-Za-z0-9._-]*$
+//     (tenant.Validate).
 //   - name: required, 1..200 characters, not blank.
 //   - trigger.type: required, "cron" or "event". A cron trigger requires
 //     trigger.cron and forbids trigger.event; an event trigger the reverse.
@@ -97,7 +98,7 @@ func (d ActivityDefinition) Validate() error {
 	case !uuidRE.MatchString(d.ActivityID):
 		p.add("activity_id", "must be a UUID such as 550e8400-e29b-41d4-a716-446655440000")
 	}
-	checkIdentifier(&p, "tenant_id", d.TenantID, maxTenantIDLen, tenantIDRE)
+	checkTenantID(&p, "tenant_id", d.TenantID)
 	checkText(&p, "name", d.Name, maxNameLen)
 	validateTrigger(&p, d.Trigger)
 	validateDedupeKeyStrategy(&p, d.Trigger, d.DedupeKeyStrategy)

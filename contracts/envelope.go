@@ -12,7 +12,8 @@ package contracts
 //   - event_type: required, 1..200 characters matching
 //     ^[A-Za-z0-9][A-Za-z0-9._:/-]*$ (e.g. "order.created").
 //   - source: required, 1..200 characters, not blank.
-//   - tenant_id: required, 1..100 characters matching ^[A-Za-z0-9][A-Za-z0-9._-]*$.
+//   - tenant_id: required, 1..100 characters matching ^[A-Za-z0-9][A-Za-z0-9._-]*$
+//     (tenant.Validate).
 //   - occurred_at: required (non-zero), with a year from 0000 to 9999 so it
 //     can be written in RFC 3339. In JSON it is an RFC 3339 date-time with
 //     upper-case T and Z and no leap second, e.g. 2026-11-21T10:00:00Z.
@@ -30,7 +31,7 @@ func (e EventEnvelope) Validate() error {
 	}
 	checkIdentifier(&p, "event_type", e.EventType, maxEventTypeLen, eventTypeRE)
 	checkText(&p, "source", e.Source, maxSourceLen)
-	checkIdentifier(&p, "tenant_id", e.TenantID, maxTenantIDLen, tenantIDRE)
+	checkTenantID(&p, "tenant_id", e.TenantID)
 	switch {
 	case e.OccurredAt.IsZero():
 		p.add("occurred_at", "required")

@@ -2,9 +2,12 @@ package contracts
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"unicode/utf8"
+
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // Patterns shared by the Go rules and the JSON Schemas (which carry the same
@@ -22,8 +25,9 @@ const (
 	eventIDReservedPattern = `^(manual:|[0-9]{4}-[0-9]{2}-[0-9]{2}T)`
 	// eventTypePattern: dotted or slashed names such as "order.created".
 	eventTypePattern = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
-	// tenantIDPattern: tenant IDs are used as keys and in names.
-	tenantIDPattern = `^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	// tenantIDPattern: tenant IDs are used as keys and in names; the rule
+	// is the tenant package's, which checkTenantID applies.
+	tenantIDPattern = tenant.Pattern
 	// nonBlankPattern matches a string with at least one character other
 	// than ASCII white space (space, \t, \n, \v, \f, \r).
 	nonBlankPattern = `[^\t\n\v\f\r ]`
@@ -42,7 +46,6 @@ var (
 	eventIDRE         = regexp.MustCompile(eventIDPattern)
 	eventIDReservedRE = regexp.MustCompile(eventIDReservedPattern)
 	eventTypeRE       = regexp.MustCompile(eventTypePattern)
-	tenantIDRE        = regexp.MustCompile(tenantIDPattern)
 	nonBlankRE        = regexp.MustCompile(nonBlankPattern)
 	uuidRE            = regexp.MustCompile(uuidPattern)
 	taskTypeRE        = regexp.MustCompile(taskTypePattern)
@@ -54,7 +57,6 @@ const (
 	maxEventIDLen   = 200
 	maxEventTypeLen = 200
 	maxSourceLen    = 200
-	maxTenantIDLen  = 100
 	maxNameLen      = 200
 	maxTaskTypeLen  = 100
 )
@@ -81,6 +83,21 @@ func checkString(p *problems, field, value string, maxLen int, re *regexp.Regexp
 	case !re.MatchString(value):
 		p.add(field, mismatch)
 	}
+}
+
+// checkTenantID checks a required tenant ID by the tenant package's rule
+// (tenant.Validate), with the reason worded for the field.
+func checkTenantID(p *problems, field, value string) {
+	err := tenant.Validate(value)
+	if err == nil {
+		return
+	}
+	reason := err.Error()
+	var te *tenant.Error
+	if errors.As(err, &te) {
+		reason = te.Reason
+	}
+	p.add(field, reason)
 }
 
 // checkRange checks lo <= n <= hi.

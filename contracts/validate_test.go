@@ -67,6 +67,18 @@ func TestParseActivityDefinitionReportsEveryProblem(t *testing.T) {
 			},
 		},
 		{
+			name: "tenant_id rule (tenant.Validate)",
+			json: set(exampleCronDefinition, "tenant_id", "t/1"),
+			want: []contracts.FieldError{
+				{Field: "tenant_id", Reason: "'/' at offset 1 is not allowed: must match ^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+			},
+		},
+		{
+			name: "empty tenant_id",
+			json: set(exampleCronDefinition, "tenant_id", ""),
+			want: []contracts.FieldError{{Field: "tenant_id", Reason: "required"}},
+		},
+		{
 			name: "shape problems",
 			json: with(exampleEventDefinition, func(m obj) {
 				m["Name"] = "x"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // apikeyUsage lists the apikey subcommands.
@@ -58,17 +59,17 @@ type createdKey struct {
 }
 
 func apikeyCreate(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
-	tenant := fs.String("tenant", "", "the `tenant` every request with the key acts for (required)")
+	tenantID := fs.String("tenant", "", "the `tenant` every request with the key acts for (required)")
 	scopeList := fs.String("scopes", "", "what the key may do, comma-separated: "+strings.Join(auth.AllScopes, ",")+" (required)")
 	name := fs.String("name", "", "a `label` for people, such as the client service's name")
 	dbURL := databaseFlag(fs)
 	if err := parseFlags(fs, "apikey", args); err != nil {
 		return err
 	}
-	if *tenant == "" {
+	if *tenantID == "" {
 		return errors.New("-tenant is required")
 	}
-	if err := auth.ValidateTenant(*tenant); err != nil {
+	if err := tenant.Validate(*tenantID); err != nil {
 		return fmt.Errorf("-tenant: %w", err)
 	}
 	scopes, err := auth.ParseScopes(*scopeList)
@@ -80,7 +81,7 @@ func apikeyCreate(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return err
 	}
 	defer done()
-	key, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: *tenant, Scopes: scopes, Name: *name})
+	key, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: *tenantID, Scopes: scopes, Name: *name})
 	if err != nil {
 		return err
 	}

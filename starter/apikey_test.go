@@ -107,7 +107,7 @@ func TestAPIKeyInputErrors(t *testing.T) {
 		{[]string{"apikey"}, apikeyUsage},
 		{[]string{"apikey", "rotate"}, `unknown apikey command "rotate"`},
 		{[]string{"apikey", "create", "-scopes", "rewards:read"}, "-tenant is required"},
-		{[]string{"apikey", "create", "-tenant", "a b", "-scopes", "rewards:read"}, "-tenant: invalid X-Tenant-ID"},
+		{[]string{"apikey", "create", "-tenant", "a b", "-scopes", "rewards:read"}, `-tenant: tenant ID "a b": ' ' at offset 1 is not allowed`},
 		{[]string{"apikey", "create", "-tenant", "acme"}, "-scopes: no scope given"},
 		{[]string{"apikey", "create", "-tenant", "acme", "-scopes", "rewards:admin"}, `-scopes: unknown scope "rewards:admin"`},
 		{[]string{"apikey", "revoke"}, "-id is required"},

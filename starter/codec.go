@@ -7,7 +7,7 @@ import (
 	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/payloadcodec"
 	"github.com/entityflow/entityflow/internal/problem"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // codecEndpoint is the payload codec endpoint (payloadcodec.Handler) of
@@ -38,9 +38,9 @@ func codecEndpoint(codec *payloadcodec.Codec, origins []string, authn *auth.Auth
 // ran before) is not of the default tenant.
 func defaultTenantOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := auth.FromContext(r.Context()); !ok || p.Tenant != workflows.DefaultTenant {
+		if p, ok := auth.FromContext(r.Context()); !ok || p.Tenant != tenant.Default {
 			problem.Write(w, problem.Details{Type: auth.ProblemInsufficientScope, Title: "Insufficient scope", Status: http.StatusForbidden,
-				Detail: "the payload codec opens every tenant's payloads: only credentials of the " + workflows.DefaultTenant + " tenant may use it"})
+				Detail: "the payload codec opens every tenant's payloads: only credentials of the " + tenant.Default + " tenant may use it"})
 			return
 		}
 		next.ServeHTTP(w, r)

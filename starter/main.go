@@ -45,6 +45,7 @@ import (
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -192,24 +193,21 @@ func (g globals) dial(ctx context.Context) (*session, error) {
 // rewardsSession checks the customer ID and its tenant and connects to
 // Temporal for a rewards command.
 func (g globals) rewardsSession(ctx context.Context, who customerFlags) (*session, error) {
-	customer, tenant := *who.customer, *who.tenant
+	customer, tenantID := *who.customer, tenant.Normalize(*who.tenant)
 	if customer == "" {
 		return nil, errors.New("-customer is required")
 	}
 	if err := workflows.ValidateCustomerID(customer); err != nil {
 		return nil, err
 	}
-	if tenant == "" {
-		tenant = workflows.DefaultTenant
-	}
-	if err := workflows.ValidateTenantID(tenant); err != nil {
+	if err := tenant.Validate(tenantID); err != nil {
 		return nil, fmt.Errorf("-tenant: %w", err)
 	}
 	s, err := g.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.rewards = &rewardsclient.Client{Temporal: s.temporal, Tenant: tenant}
+	s.rewards = &rewardsclient.Client{Temporal: s.temporal, Tenant: tenantID}
 	s.customer = customer
 	return s, nil
 }
@@ -224,7 +222,7 @@ type customerFlags struct {
 func addCustomerFlags(fs *flag.FlagSet) customerFlags {
 	return customerFlags{
 		customer: fs.String("customer", "", "customer `id` (required)"),
-		tenant: fs.String("tenant", "", "the customer's `tenant` (default "+workflows.DefaultTenant+
+		tenant: fs.String("tenant", "", "the customer's `tenant` (default "+tenant.Default+
 			"); the same customer ID in another tenant is another customer"),
 	}
 }
@@ -298,7 +296,7 @@ func (g globals) customerCommand(ctx context.Context, fs *flag.FlagSet, command 
 // customerName names the session's customer in messages: its ID, led by its
 // tenant unless that is the default tenant.
 func (s *session) customerName() string {
-	if workflows.IsDefaultTenant(s.rewards.Tenant) {
+	if tenant.IsDefault(s.rewards.Tenant) {
 		return s.customer
 	}
 	return s.rewards.Tenant + "/" + s.customer
@@ -341,7 +339,7 @@ func statusText(st workflows.Status) string {
 		enrolled = "unenrolled"
 	}
 	name := st.CustomerID
-	if st.TenantID != "" {
+	if !tenant.IsDefault(st.TenantID) {
 		name = st.TenantID + "/" + name
 	}
 	return fmt.Sprintf("%s: %d points (lifetime %d), tier %s, %s; %d events, %d dedup keys held, run %d",
@@ -358,7 +356,7 @@ func unenrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []st
 		return err
 	}
 	res := map[string]any{"customer_id": s.customer, "unenroll_sent": true}
-	if !workflows.IsDefaultTenant(s.rewards.Tenant) {
+	if !tenant.IsDefault(s.rewards.Tenant) {
 		res["tenant_id"] = s.rewards.Tenant
 	}
 	return print(out, *g.asJSON, res, fmt.Sprintf("unenroll sent to %s", s.customerName()))

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // EnrollmentRow is a rewards customer's enrollment, a row of
@@ -46,7 +46,7 @@ type TierChangeRow struct {
 
 // Every rewards fact belongs to a tenant's customer: the same customer ID in
 // two tenants is two customers, with records of their own. The default
-// tenant is "default" (workflows.DefaultTenant), which every row written
+// tenant is "default" (tenant.Default), which every row written
 // before tenants has; an empty tenant is refused, so that no row is written
 // for no one.
 //
@@ -183,24 +183,24 @@ func (s *Store) TierChanges(ctx context.Context, tenant, customerID string) ([]T
 	}, key)
 }
 
-// rewardsKey returns the customer_id of the rows of tenant's customer
+// rewardsKey returns the customer_id of the rows of tenantID's customer
 // customerID: the customer ID itself for the default tenant, as in the rows
-// of the release before tenants, and tenant/customerID for any other. An
+// of the release before tenants, and tenantID/customerID for any other. An
 // empty tenant, which would record a fact for no one, is refused, and so is
 // a '/' in either ID, which could make two customers' keys one (the ID rules
-// of workflows allow none).
-func rewardsKey(tenant, customerID string) (string, error) {
+// of workflows and tenant allow none).
+func rewardsKey(tenantID, customerID string) (string, error) {
 	switch {
-	case tenant == "":
+	case tenantID == "":
 		return "", errors.New("a tenant is required")
-	case strings.Contains(tenant, "/"):
-		return "", fmt.Errorf("tenant %q holds a '/'", tenant)
+	case strings.Contains(tenantID, "/"):
+		return "", fmt.Errorf("tenant %q holds a '/'", tenantID)
 	case strings.Contains(customerID, "/"):
 		return "", fmt.Errorf("customer ID %q holds a '/'", customerID)
-	case tenant == workflows.DefaultTenant:
+	case tenantID == tenant.Default:
 		return customerID, nil
 	}
-	return tenant + "/" + customerID, nil
+	return tenantID + "/" + customerID, nil
 }
 
 // customerName names a tenant's customer in errors: tenant/customer.

@@ -98,7 +98,7 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "bad tenant in the rates", args: []string{"-ingest", "-ingest-tenant-rates", "-x=5"}, wantErr: "tenant rate of"},
 		{name: "negative tenant burst", args: []string{"-ingest", "-ingest-tenant-burst", "-1"}, wantErr: "tenant burst"},
 		{name: "bad tenant rate in the environment", env: map[string]string{"INGEST_TENANT_RATE": "fast"}, wantErr: "INGEST_TENANT_RATE"},
-		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: "tenant_id"},
+		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: `served tenant: tenant ID "-x"`},
 		{name: "NATS: plain text without credentials by default", args: on, want: func(c config) bool { return c.ingest.nats == ingress.Security{} }},
 		{name: "NATS: TLS, client certificate and user from the environment", env: map[string]string{
 			"INGEST_ENABLED": "true", "NATS_CA": ca, "NATS_CERT": cert, "NATS_KEY": key, "NATS_USER": "ingress", "NATS_PASSWORD": "s3cret",

@@ -1,14 +1,14 @@
 // Package workflows holds the project's Temporal workflows and everything a client
 // service needs to talk to them: names, workflow IDs and payload types. It contains
 // deterministic code only (workflowcheck runs on it) and imports nothing heavier
-// than the Temporal SDK and the dedup package.
+// than the Temporal SDK and the dedup and tenant packages.
 package workflows
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
+
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // Task queues the worker polls.
@@ -86,81 +86,38 @@ const (
 	ErrUnenrolling = "Unenrolling"
 )
 
-// DefaultTenant is the tenant of customers and requests that name none. Its
-// customers' entities keep the workflow IDs they had before entities were
-// tenant-scoped (RewardsWorkflowID), so existing entities and clients go on
-// working; in the entity's payloads it is written as an empty tenant_id, so
-// that they stay byte for byte what they were.
-const DefaultTenant = "default"
-
-// MaxTenantIDBytes is the longest tenant ID, as in the contracts' tenant_id rule.
-const MaxTenantIDBytes = 100
-
 // RewardsWorkflowID returns the workflow ID of a default-tenant customer's
 // rewards entity: rewards-{customer_id}.
 func RewardsWorkflowID(customerID string) string { return "rewards-" + customerID }
 
 // RewardsWorkflowIDFor returns the workflow ID of the rewards entity of
-// tenant's customer: rewards-{customer_id} for the default tenant (empty or
-// DefaultTenant), rewards/{tenant}/{customer_id} for any other. No two
+// tenantID's customer: rewards-{customer_id} for the default tenant (empty or
+// tenant.Default), rewards/{tenant}/{customer_id} for any other. No two
 // collide: a customer ID never holds a '/', so a default-tenant ID never
 // does, and a tenant ID never holds one either, so the first '/' after
 // "rewards/" ends the tenant.
-func RewardsWorkflowIDFor(tenant, customerID string) string {
-	if IsDefaultTenant(tenant) {
+func RewardsWorkflowIDFor(tenantID, customerID string) string {
+	if tenant.IsDefault(tenantID) {
 		return RewardsWorkflowID(customerID)
 	}
-	return "rewards/" + tenant + "/" + customerID
-}
-
-// IsDefaultTenant reports whether tenant names the default tenant: empty, as
-// in payloads, or DefaultTenant, as in requests.
-func IsDefaultTenant(tenant string) bool { return tenant == "" || tenant == DefaultTenant }
-
-// TenantOrDefault returns tenant, or DefaultTenant when it is empty: the
-// tenant a payload's tenant_id names.
-func TenantOrDefault(tenant string) string {
-	if tenant == "" {
-		return DefaultTenant
-	}
-	return tenant
+	return "rewards/" + tenantID + "/" + customerID
 }
 
 // MaxFairnessKeyBytes is the longest fairness key Temporal accepts.
 const MaxFairnessKeyBytes = 64
 
-// FairnessKey returns the task-queue fairness key of tenant's workflows
-// (temporal.Priority.FairnessKey): the tenant ID, DefaultTenant for an empty
-// one, so that a server with fairness enabled shares each task queue's
+// FairnessKey returns the task-queue fairness key of tenantID's workflows
+// (temporal.Priority.FairnessKey): the tenant ID, tenant.Default for an
+// empty one, so that a server with fairness enabled shares each task queue's
 // dispatch among tenants rather than in arrival order. A tenant ID longer
-// than MaxFairnessKeyBytes (tenant IDs may have 100) keeps its first 47
-// bytes followed by '~' and 16 hex digits of its SHA-256, unique in practice
-// and the same on every call.
-func FairnessKey(tenant string) string {
-	tenant = TenantOrDefault(tenant)
-	if len(tenant) <= MaxFairnessKeyBytes {
-		return tenant
+// than MaxFairnessKeyBytes (tenant IDs may have tenant.MaxBytes) keeps its
+// first 47 bytes followed by '~' and 16 hex digits of its SHA-256, unique in
+// practice and the same on every call.
+func FairnessKey(tenantID string) string {
+	key := tenant.Normalize(tenantID)
+	if len(key) <= MaxFairnessKeyBytes {
+		return key
 	}
-	sum := sha256.Sum256([]byte(tenant))
-	return tenant[:MaxFairnessKeyBytes-17] + "~" + hex.EncodeToString(sum[:8])
-}
-
-// ValidateTenantID checks a tenant ID by the contracts' tenant_id rule: 1 to
-// 100 bytes of letters, digits, '.', '_' or '-', not starting with one of the
-// last three. Tenant IDs end up in workflow IDs, keys and names, so they hold
-// no separator ('/', ':') of those.
-func ValidateTenantID(tenant string) error {
-	if tenant == "" {
-		return errors.New("tenant_id is required")
-	}
-	if len(tenant) > MaxTenantIDBytes {
-		return fmt.Errorf("tenant_id must be at most %d bytes", MaxTenantIDBytes)
-	}
-	for i, r := range tenant {
-		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-		if !alnum && (i == 0 || r != '.' && r != '_' && r != '-') {
-			return fmt.Errorf("tenant_id %q: only letters, digits and ._- (not first) are allowed", tenant)
-		}
-	}
-	return nil
+	sum := sha256.Sum256([]byte(key))
+	return key[:MaxFairnessKeyBytes-17] + "~" + hex.EncodeToString(sum[:8])
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // RewardsState is what one run of the entity hands to the next through
@@ -44,25 +45,18 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 	if cause, err := serveCheck(in, release); err != nil {
 		failTask(ctx, in, cause, err)
 	}
-	tenant := entityTenant(in)
-	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, RewardsWorkflowIDFor(tenant, in.CustomerID); release >= 2 && id != want {
+	// The tenant the run serves, empty for the default tenant; runs of
+	// releases below 4 serve the default tenant only (serveCheck).
+	tenantID := tenant.Payload(in.TenantID)
+	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, RewardsWorkflowIDFor(tenantID, in.CustomerID); release >= 2 && id != want {
 		return Status{}, refuseInput(ctx, in,
-			fmt.Errorf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, TenantOrDefault(tenant), id, want))
+			fmt.Errorf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, tenant.Normalize(tenantID), id, want))
 	}
-	e := newEntity(ctx, in, tenant, release)
+	e := newEntity(ctx, in, tenantID, release)
 	if err := e.register(ctx); err != nil {
 		return Status{}, err
 	}
 	return e.run(ctx)
-}
-
-// entityTenant is the tenant the run serves, empty for the default tenant.
-// Runs of releases below 4 serve the default tenant only (serveCheck).
-func entityTenant(in RewardsInput) string {
-	if IsDefaultTenant(in.TenantID) {
-		return ""
-	}
-	return in.TenantID
 }
 
 // membership is where a run stands with the customer's enrollment.
@@ -85,7 +79,7 @@ const (
 // entity is the in-memory state of one run.
 type entity struct {
 	customerID string
-	tenant     string  // empty for the default tenant (entityTenant)
+	tenant     string  // empty for the default tenant (tenant.Payload)
 	options    Options // as given, carried to the next run unchanged
 	limits     Options // options with defaults filled in
 	st         RewardsState

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -36,8 +37,8 @@ type recorder struct {
 }
 
 // recorderKey names a tenant's customer, as the database keys its records.
-func recorderKey(tenant, customer string) string {
-	return workflows.TenantOrDefault(tenant) + "/" + customer
+func recorderKey(tenantID, customer string) string {
+	return tenant.Normalize(tenantID) + "/" + customer
 }
 
 func (r *recorder) RecordEnrollment(_ context.Context, e workflows.Enrollment) (workflows.EnrollmentResult, error) {

@@ -8,6 +8,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // An entity's state lives only in its runs' inputs: a run that fails closes the
@@ -78,7 +80,7 @@ func serveCheck(in RewardsInput, release int) (cause string, err error) {
 	switch {
 	case in.RequiresRelease > release:
 		return UnservableRelease, fmt.Errorf("input requires release %d; this run is release %d", in.RequiresRelease, release)
-	case release < tenantRelease && !IsDefaultTenant(in.TenantID):
+	case release < tenantRelease && !tenant.IsDefault(in.TenantID):
 		return UnservableTenant, fmt.Errorf("tenant %q needs release %d; this run is release %d, which serves the default tenant only",
 			in.TenantID, tenantRelease, release)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -34,7 +35,7 @@ func TestWorkflowIDMustMatchTenantAndCustomer(t *testing.T) {
 	}{
 		{"tenant entity", 0, "t-1", "rewards/t-1/c-1", "t-1", serves},
 		{"default tenant", 0, "", "rewards-c-1", "", serves},
-		{"default tenant named", 0, workflows.DefaultTenant, "rewards-c-1", "", serves},
+		{"default tenant named", 0, tenant.Default, "rewards-c-1", "", serves},
 		{"tenant input, default ID", 0, "t-1", "rewards-c-1", "", failsRun},
 		{"default input, tenant ID", 0, "", "rewards/t-1/c-1", "", failsRun},
 		{"another tenant's ID", 0, "t-2", "rewards/t-1/c-1", "", failsRun},
@@ -43,7 +44,7 @@ func TestWorkflowIDMustMatchTenantAndCustomer(t *testing.T) {
 		{"release 3: tenant entity", 3, "t-1", "rewards/t-1/c-1", "", failsTask},
 		{"release 3: tenant input, default ID", 3, "t-1", "rewards-c-1", "", failsTask},
 		{"release 3: default tenant", 3, "", "rewards-c-1", "", serves},
-		{"release 3: default tenant named", 3, workflows.DefaultTenant, "rewards-c-1", "", serves},
+		{"release 3: default tenant named", 3, tenant.Default, "rewards-c-1", "", serves},
 		{"release 2: tenant entity", 2, "t-1", "rewards/t-1/c-1", "", failsTask},
 		{"release 2: default tenant", 2, "", "rewards-c-1", "", serves},
 		{"release 1: tenant entity", 1, "t-1", "rewards/t-1/c-1", "", failsTask},
@@ -166,7 +167,7 @@ func TestUnenrollmentOfOneTenantLeavesAnotherEnrolled(t *testing.T) {
 		{"t-a", false},
 	}
 	for _, tt := range tests {
-		t.Run(workflows.TenantOrDefault(tt.tenant), func(t *testing.T) {
+		t.Run(tenant.Normalize(tt.tenant), func(t *testing.T) {
 			var st workflows.Status
 			res := h.run(workflows.RewardsInput{CustomerID: "c-1", TenantID: tt.tenant}, func(env *testsuite.TestWorkflowEnvironment) {
 				signal(env, time.Second, event("k-2", 5))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // Bounds on what the rewards entity accepts. They keep every event and the
@@ -126,7 +128,7 @@ func (o Options) withDefaults() Options {
 type RewardsInput struct {
 	CustomerID string `json:"customer_id"`
 	// TenantID is the customer's tenant; empty for the default tenant
-	// (DefaultTenant), whose inputs thus stay as they were. From release 4
+	// (tenant.Default), whose inputs thus stay as they were. From release 4
 	// the workflow ID must be RewardsWorkflowIDFor(TenantID, CustomerID).
 	TenantID string  `json:"tenant_id,omitempty"`
 	Options  Options `json:"options,omitzero"`
@@ -149,7 +151,7 @@ func (in RewardsInput) Validate() error {
 		return err
 	}
 	if in.TenantID != "" {
-		if err := ValidateTenantID(in.TenantID); err != nil {
+		if err := tenant.Validate(in.TenantID); err != nil {
 			return err
 		}
 	}

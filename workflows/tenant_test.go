@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -16,7 +17,7 @@ func TestRewardsWorkflowIDFor(t *testing.T) {
 		tenant, customer, want string
 	}{
 		{"", "c-1", "rewards-c-1"},
-		{workflows.DefaultTenant, "c-1", "rewards-c-1"},
+		{tenant.Default, "c-1", "rewards-c-1"},
 		{"t-1", "c-1", "rewards/t-1/c-1"},
 		{"acme.eu", "a:b@c", "rewards/acme.eu/a:b@c"},
 		// "default-x" is a tenant of its own, not the default tenant.
@@ -42,7 +43,7 @@ func TestRewardsWorkflowIDsDoNotCollide(t *testing.T) {
 	seen := map[string][2]string{}
 	for _, p := range pairs {
 		if p[0] != "" {
-			if err := workflows.ValidateTenantID(p[0]); err != nil {
+			if err := tenant.Validate(p[0]); err != nil {
 				continue // such a tenant cannot exist
 			}
 		}
@@ -51,33 +52,6 @@ func TestRewardsWorkflowIDsDoNotCollide(t *testing.T) {
 			t.Errorf("%v and %v share workflow ID %s", other, p, id)
 		}
 		seen[id] = p
-	}
-}
-
-func TestValidateTenantID(t *testing.T) {
-	tests := []struct {
-		tenant string
-		ok     bool
-	}{
-		{"default", true},
-		{"t-1", true},
-		{"Acme.EU_2", true},
-		{"0", true},
-		{strings.Repeat("a", workflows.MaxTenantIDBytes), true},
-		{"", false},
-		{strings.Repeat("a", workflows.MaxTenantIDBytes+1), false},
-		{"-t", false},
-		{".t", false},
-		{"_t", false},
-		{"t/1", false},
-		{"t:1", false},
-		{"t 1", false},
-		{"tenant\u00e9", false},
-	}
-	for _, tt := range tests {
-		if err := workflows.ValidateTenantID(tt.tenant); (err == nil) != tt.ok {
-			t.Errorf("ValidateTenantID(%q) = %v, want ok=%v", tt.tenant, err, tt.ok)
-		}
 	}
 }
 
@@ -117,13 +91,13 @@ func TestDefaultTenantPayloadsAreUnchanged(t *testing.T) {
 // A tenant's fairness key is its ID (the default tenant's "default"), cut
 // to Temporal's 64 bytes with a hash for the longest IDs, which stay apart.
 func TestFairnessKey(t *testing.T) {
-	long := strings.Repeat("a", workflows.MaxTenantIDBytes)
-	longToo := strings.Repeat("a", workflows.MaxTenantIDBytes-1) + "b"
+	long := strings.Repeat("a", tenant.MaxBytes)
+	longToo := strings.Repeat("a", tenant.MaxBytes-1) + "b"
 	tests := []struct {
 		tenant, want string
 	}{
 		{"", "default"},
-		{workflows.DefaultTenant, "default"},
+		{tenant.Default, "default"},
 		{"t-1", "t-1"},
 		{strings.Repeat("x", 64), strings.Repeat("x", 64)},
 	}

@@ -11,8 +11,9 @@
 //     401 with WWW-Authenticate: Bearer;
 //   - a valid credential without the route's scope, or an X-Tenant-ID that
 //     names another tenant than the credential's: 403;
-//   - X-Tenant-ID absent: set to the credential's tenant, so the handlers and
-//     the Idempotency-Key layer (idempotency.Tenant) stay tenant-scoped;
+//   - X-Tenant-ID absent: set to the credential's tenant, so the
+//     Idempotency-Key layer (idempotency.Tenant) stays tenant-scoped; the
+//     handlers take the tenant from the Principal (FromContext);
 //   - too many failed attempts from one client address: 429 with Retry-After.
 //
 // TenantLimiter then bounds each tenant's commands with a token bucket, in
@@ -23,13 +24,9 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/entityflow/entityflow/internal/idempotency"
 )
 
 // The scopes a credential can grant; each route of the API needs one.
@@ -66,19 +63,6 @@ func ParseScopes(list string) ([]string, error) {
 		return nil, fmt.Errorf("no scope given: want some of %s", strings.Join(AllScopes, ","))
 	}
 	return scopes, nil
-}
-
-// ValidateTenant checks a tenant ID against the contracts' tenant_id rule,
-// the one X-Tenant-ID follows (idempotency.Tenant): a credential's tenant
-// ends up in that header, in keys and in workflow IDs.
-func ValidateTenant(tenant string) error {
-	if tenant == "" {
-		return errors.New("the tenant is empty")
-	}
-	h := http.Header{}
-	h.Set(idempotency.TenantHeader, tenant)
-	_, err := idempotency.Tenant(&http.Request{Header: h})
-	return err
 }
 
 // Principal is an authenticated caller: the tenant its credential belongs to

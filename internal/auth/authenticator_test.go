@@ -183,18 +183,6 @@ func TestParseScopes(t *testing.T) {
 	}
 }
 
-func TestValidateTenant(t *testing.T) {
-	for _, tt := range []struct {
-		tenant string
-		ok     bool
-	}{
-		{"default", true}, {"t-1.eu_west", true}, {strings.Repeat("t", 100), true},
-		{"", false}, {"-t", false}, {"t 1", false}, {"t/1", false}, {strings.Repeat("t", 101), false},
-	} {
-		assert.Equal(t, tt.ok, auth.ValidateTenant(tt.tenant) == nil, "%q", tt.tenant)
-	}
-}
-
 // One tenant at its rate is refused 429 with Retry-After; another tenant is
 // not slowed by it.
 func TestTenantLimiterIsPerTenant(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // Default claim names of OIDCConfig.
@@ -133,14 +135,14 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (Principal, error) {
 	if err := tok.Claims(&claims); err != nil {
 		return Principal{}, fmt.Errorf("reading the token's claims: %w", err)
 	}
-	var tenant string
-	if err := json.Unmarshal(claims[o.tenantClaim], &tenant); err != nil || tenant == "" {
+	var tenantID string
+	if err := json.Unmarshal(claims[o.tenantClaim], &tenantID); err != nil || tenantID == "" {
 		return Principal{}, fmt.Errorf("the token has no string claim %q naming its tenant", o.tenantClaim)
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := tenant.Validate(tenantID); err != nil {
 		return Principal{}, fmt.Errorf("claim %q: %w", o.tenantClaim, err)
 	}
-	return Principal{Tenant: tenant, Scopes: claimScopes(claims[o.scopeClaim]), Subject: "jwt:" + tok.Subject}, nil
+	return Principal{Tenant: tenantID, Scopes: claimScopes(claims[o.scopeClaim]), Subject: "jwt:" + tok.Subject}, nil
 }
 
 // claimScopes reads a scope claim, a space-separated string or an array of

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/admission"
-	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/workflows"
 )
@@ -28,7 +27,7 @@ func (s *Server) admit(limiter *admission.Limiter, h http.HandlerFunc) http.Hand
 		customer := r.PathValue("id")
 		// Queued by entity: the same customer ID of two tenants is two
 		// entities. An invalid tenant is the handler's to refuse.
-		tenant, _ := idempotency.Tenant(r)
+		tenant, _ := requestTenant(r)
 		ticket, err := limiter.Acquire(r.Context(), workflows.RewardsWorkflowIDFor(tenant, customer))
 		if err != nil {
 			s.refuseAdmission(w, customer, err)

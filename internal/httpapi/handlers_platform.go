@@ -11,17 +11,18 @@ import (
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/problem"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // checkTenant refuses a document of another tenant than the request's
-// (X-Tenant-ID, "default" when absent).
+// (requestTenant: the credential's, which X-Tenant-ID may only repeat).
 func checkTenant(r *http.Request, tenantID string) error {
-	tenant, err := idempotency.Tenant(r)
+	own, err := requestTenant(r)
 	if err != nil {
 		return err
 	}
-	if tenant != tenantID {
-		return fmt.Errorf("tenant_id %q is not the request's tenant %q (%s, default %q)", tenantID, tenant, idempotency.TenantHeader, idempotency.DefaultTenant)
+	if own != tenantID {
+		return fmt.Errorf("tenant_id %q is not the request's tenant %q (%s, default %q)", tenantID, own, idempotency.TenantHeader, tenant.Default)
 	}
 	return nil
 }
@@ -142,11 +143,11 @@ func (s *Server) visibleDefinition(r *http.Request, activityID string) (contract
 // found answer (same status, type and detail), so that no tenant learns
 // which IDs another has. An invalid X-Tenant-ID is refused (400) first.
 func hideOthers(r *http.Request, kind, id, owner string, err error) error {
-	tenant, terr := idempotency.Tenant(r)
+	own, terr := requestTenant(r)
 	if terr != nil {
 		return terr
 	}
-	if errors.Is(err, platform.ErrNotFound) || err == nil && owner != tenant {
+	if errors.Is(err, platform.ErrNotFound) || err == nil && owner != own {
 		return fmt.Errorf("%s %s: %w", kind, id, platform.ErrNotFound)
 	}
 	return err

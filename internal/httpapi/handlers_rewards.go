@@ -28,7 +28,7 @@ func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (custom
 		invalid(w, err)
 		return "", nil, false
 	}
-	tenant, err := idempotency.Tenant(r)
+	tenant, err := requestTenant(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return "", nil, false
@@ -74,8 +74,7 @@ func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, workflows.P
 			invalid(w, err)
 			return
 		}
-		tenant, _ := idempotency.Tenant(r) // customerRequest checked it
-		res, queued, err := points.Do(r.Context(), workflows.RewardsWorkflowIDFor(tenant, customer),
+		res, queued, err := points.Do(r.Context(), workflows.RewardsWorkflowIDFor(rewards.Tenant, customer),
 			pointsCommand{rewards: rewards, customer: customer, event: ev})
 		switch {
 		case admission.IsBusy(err), errors.Is(err, coalesce.ErrNotSent):

@@ -12,8 +12,8 @@ import (
 
 	"github.com/entityflow/entityflow/internal/auth/authtest"
 	"github.com/entityflow/entityflow/internal/httpapi"
-	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/problem"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // send serves a request to h, with the Idempotency-Key key unless it is
@@ -36,7 +36,7 @@ func withKey(t *testing.T, api *httpapi.Server) http.Handler {
 	t.Helper()
 	keys := authtest.New(t)
 	api.Auth = keys.Auth
-	token := keys.Issue(t, idempotency.DefaultTenant)
+	token := keys.Issue(t, tenant.Default)
 	h := api.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // Defaults of Config.
@@ -205,8 +205,8 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, t := range c.Tenants {
-		if err := workflows.ValidateTenantID(t); err != nil {
-			errs = append(errs, err)
+		if err := tenant.Validate(t); err != nil {
+			errs = append(errs, fmt.Errorf("served tenant: %w", err))
 		}
 	}
 	if c.TenantRate < 0 {
@@ -216,7 +216,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("tenant burst %d: want 0 (one second of the rate) or more", c.TenantBurst))
 	}
 	for t, l := range c.TenantRates {
-		if err := workflows.ValidateTenantID(t); err != nil {
+		if err := tenant.Validate(t); err != nil {
 			errs = append(errs, fmt.Errorf("tenant rate of %q: %w", t, err))
 		}
 		if l <= 0 {

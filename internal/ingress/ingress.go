@@ -39,6 +39,7 @@ import (
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -471,12 +472,12 @@ func (in *Ingress) prepareEvent(cfg Config, j *job) {
 	}
 }
 
-func knownTenant(cfg Config, tenant string) bool {
+func knownTenant(cfg Config, tenantID string) bool {
 	if len(cfg.Tenants) == 0 {
 		return true
 	}
 	return slices.ContainsFunc(cfg.Tenants, func(t string) bool {
-		return workflows.TenantOrDefault(t) == workflows.TenantOrDefault(tenant)
+		return tenant.Normalize(t) == tenant.Normalize(tenantID)
 	})
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // quotaSweepEvery is how often the quotas forget the buckets that have
@@ -38,16 +38,16 @@ func newQuotas(cfg Config) *quotas {
 		q.limit = rate.Inf
 	}
 	for t, l := range cfg.TenantRates {
-		q.overrides[workflows.TenantOrDefault(t)] = l
+		q.overrides[tenant.Normalize(t)] = l
 	}
 	return q
 }
 
-// book takes a token of tenant's at now, or, when there is none, books the
+// book takes a token of tenantID's at now, or, when there is none, books the
 // next one and returns how long until it is due; zero means go now. A
 // booking is kept: the message must come back for it (dispatcher.submit).
-func (q *quotas) book(tenant string, now time.Time) time.Duration {
-	tenant = workflows.TenantOrDefault(tenant)
+func (q *quotas) book(tenantID string, now time.Time) time.Duration {
+	key := tenant.Normalize(tenantID)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if now.Sub(q.lastSweep) >= quotaSweepEvery {
@@ -58,9 +58,9 @@ func (q *quotas) book(tenant string, now time.Time) time.Duration {
 			}
 		}
 	}
-	b := q.buckets[tenant]
+	b := q.buckets[key]
 	if b == nil {
-		limit, ok := q.overrides[tenant]
+		limit, ok := q.overrides[key]
 		if !ok {
 			limit = q.limit
 		}
@@ -72,7 +72,7 @@ func (q *quotas) book(tenant string, now time.Time) time.Duration {
 			burst = max(1, int(limit))
 		}
 		b = rate.NewLimiter(limit, burst)
-		q.buckets[tenant] = b
+		q.buckets[key] = b
 	}
 	return b.ReserveN(now, 1).DelayFrom(now)
 }

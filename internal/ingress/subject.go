@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -14,14 +15,14 @@ const pointsSuffix = "points"
 // PointsSubject returns the subject a point event for tenant's customer is
 // published on: {prefix}.{tenant}.{customer}.points. An empty tenant is the
 // default tenant.
-func PointsSubject(prefix, tenant, customer string) string {
-	return prefix + "." + workflows.TenantOrDefault(tenant) + "." + customer + "." + pointsSuffix
+func PointsSubject(prefix, tenantID, customer string) string {
+	return prefix + "." + tenant.Normalize(tenantID) + "." + customer + "." + pointsSuffix
 }
 
 // EventsSubject returns the subject an event envelope of tenant is published
 // on: {prefix}.{tenant}.
-func EventsSubject(prefix, tenant string) string {
-	return prefix + "." + workflows.TenantOrDefault(tenant)
+func EventsSubject(prefix, tenantID string) string {
+	return prefix + "." + tenant.Normalize(tenantID)
 }
 
 // ParsePointsSubject reads the tenant and the customer out of a point event's
@@ -30,7 +31,7 @@ func EventsSubject(prefix, tenant string) string {
 // is everything between it and the last token, so a customer ID may hold
 // dots (c.1 in rewards.t-1.c.1.points). Both are checked by the entity's
 // rules. The default tenant is written "default".
-func ParsePointsSubject(prefix, subject string) (tenant, customer string, err error) {
+func ParsePointsSubject(prefix, subject string) (tenantID, customer string, err error) {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
 		return "", "", fmt.Errorf("subject %q is not under %s.>", subject, prefix)
@@ -39,33 +40,33 @@ func ParsePointsSubject(prefix, subject string) (tenant, customer string, err er
 	if !ok {
 		return "", "", fmt.Errorf("subject %q: want %s.{tenant}.{customer}.%s", subject, prefix, pointsSuffix)
 	}
-	tenant, customer, ok = strings.Cut(mid, ".")
+	tenantID, customer, ok = strings.Cut(mid, ".")
 	if !ok || customer == "" {
 		return "", "", fmt.Errorf("subject %q: want %s.{tenant}.{customer}.%s", subject, prefix, pointsSuffix)
 	}
-	if err := workflows.ValidateTenantID(tenant); err != nil {
+	if err := tenant.Validate(tenantID); err != nil {
 		return "", "", fmt.Errorf("subject %q: %w", subject, err)
 	}
 	if err := workflows.ValidateCustomerID(customer); err != nil {
 		return "", "", fmt.Errorf("subject %q: %w", subject, err)
 	}
-	return tenant, customer, nil
+	return tenantID, customer, nil
 }
 
 // ParseEventsSubject reads the tenant out of an event envelope's subject
 // {prefix}.{tenant}, which may go on with more tokens of the producer's
 // choosing ({prefix}.{tenant}.order.created).
-func ParseEventsSubject(prefix, subject string) (tenant string, err error) {
+func ParseEventsSubject(prefix, subject string) (tenantID string, err error) {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
 		return "", fmt.Errorf("subject %q is not under %s.>", subject, prefix)
 	}
-	tenant, _, _ = strings.Cut(rest, ".")
-	if tenant == "" {
+	tenantID, _, _ = strings.Cut(rest, ".")
+	if tenantID == "" {
 		return "", errors.New("subject " + subject + ": no tenant token")
 	}
-	if err := workflows.ValidateTenantID(tenant); err != nil {
+	if err := tenant.Validate(tenantID); err != nil {
 		return "", fmt.Errorf("subject %q: %w", subject, err)
 	}
-	return tenant, nil
+	return tenantID, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -98,7 +99,7 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	if res, err := rc.ApplyPoints(ctx, customer, pointEvent("f-3", 7)); err != nil || !res.Applied || res.Points != 7 {
 		t.Fatalf("event after re-enrollment: %+v, %v", res, err)
 	}
-	row, err := db.Enrollment(ctx, workflows.DefaultTenant, customer)
+	row, err := db.Enrollment(ctx, tenant.Default, customer)
 	if err != nil || row.UnenrolledAt != nil {
 		t.Fatalf("enrollment row after re-enrollment: %+v, %v", row, err)
 	}

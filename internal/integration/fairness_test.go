@@ -14,6 +14,7 @@ import (
 	"github.com/entityflow/entityflow/internal/cluster"
 	"github.com/entityflow/entityflow/internal/devserver"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -55,26 +56,26 @@ func checkFairnessKeys(t *testing.T, c client.Client, customer string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	base := newClient(c, workflows.Options{EventsPerRun: 2})
-	for _, tenant := range []string{workflows.DefaultTenant, "t-fair"} {
-		rc := base.For(tenant)
+	for _, tenantID := range []string{tenant.Default, "t-fair"} {
+		rc := base.For(tenantID)
 		for i := range 3 {
 			ev := workflows.PointEvent{DedupKey: fmt.Sprintf("fair-%d", i), Activity: "purchase", Points: 10}
 			res, err := rc.ApplyPoints(ctx, customer, ev)
 			if err != nil {
-				t.Fatalf("tenant %s, event %d: %v", tenant, i, err)
+				t.Fatalf("tenant %s, event %d: %v", tenantID, i, err)
 			}
 			if !res.Applied || res.Points != int64(10*(i+1)) {
-				t.Fatalf("tenant %s, event %d: %+v, want applied with %d points", tenant, i, res, 10*(i+1))
+				t.Fatalf("tenant %s, event %d: %+v, want applied with %d points", tenantID, i, res, 10*(i+1))
 			}
 		}
 		st := status(t, ctx, rc, customer)
 		if st.Run < 2 {
-			t.Fatalf("tenant %s: run %d, want a ContinueAsNew after 2 events", tenant, st.Run)
+			t.Fatalf("tenant %s: run %d, want a ContinueAsNew after 2 events", tenantID, st.Run)
 		}
-		id := workflows.RewardsWorkflowIDFor(tenant, customer)
+		id := workflows.RewardsWorkflowIDFor(tenantID, customer)
 		desc := describe(t, ctx, c, id)
-		if got := desc.GetWorkflowExecutionInfo().GetPriority().GetFairnessKey(); got != tenant {
-			t.Errorf("%s (run %d): fairness key %q, want %q", id, st.Run, got, tenant)
+		if got := desc.GetWorkflowExecutionInfo().GetPriority().GetFairnessKey(); got != tenantID {
+			t.Errorf("%s (run %d): fairness key %q, want %q", id, st.Run, got, tenantID)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 // Package layout holds the tests of the repository's shape. One keeps the
 // project's import arrows pointing one way: programs -> internal ->
-// activities -> store -> workflows -> dedup and contracts. A package never
-// imports one of a higher layer, so a client service importing workflows
-// gets nothing heavier, and the database or the HTTP layer can move without
-// touching the workflows. The others keep the documentation in step with
+// activities -> store -> workflows -> dedup, contracts and tenant. A package
+// never imports one of a higher layer, so a client service importing
+// workflows gets nothing heavier, and the database or the HTTP layer can move
+// without touching the workflows. The others keep the documentation in step with
 // the tree: a short README.md, links in it and in docs/ that resolve, and an
 // architecture diagram that names only folders that exist.
 package layout
@@ -23,7 +23,7 @@ const module = "github.com/entityflow/entityflow"
 // layers lists each layer's folders, lowest first; a folder's subfolders
 // belong to its layer.
 var layers = [][]string{
-	{"dedup", "contracts"},
+	{"dedup", "contracts", "tenant"},
 	{"workflows"},
 	{"store"},
 	{"activities"},

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/backoff"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -34,7 +35,7 @@ var ErrOutcomeUnknown = errors.New("outcome unknown: the command may or may not 
 type Client struct {
 	Temporal client.Client
 	// Tenant is the tenant whose customers the client serves: empty or
-	// workflows.DefaultTenant for the default tenant, whose entities have
+	// tenant.Default for the default tenant, whose entities have
 	// the workflow IDs rewards-{customer_id}; another tenant's entities are
 	// rewards/{tenant}/{customer_id} (workflows.RewardsWorkflowIDFor). A
 	// caller serving many tenants (the HTTP API) takes a copy per tenant
@@ -191,7 +192,7 @@ func (c *Client) validate(customerID string) error {
 		return err
 	}
 	if c.Tenant != "" {
-		if err := workflows.ValidateTenantID(c.Tenant); err != nil {
+		if err := tenant.Validate(c.Tenant); err != nil {
 			return err
 		}
 	}
@@ -227,11 +228,7 @@ func (c *Client) startOptions(customerID string) client.StartWorkflowOptions {
 // input is the start input of a new entity: the default tenant's carries no
 // tenant_id, so that it is what it was before tenants.
 func (c *Client) input(customerID string) workflows.RewardsInput {
-	in := workflows.RewardsInput{CustomerID: customerID, Options: c.Options}
-	if !workflows.IsDefaultTenant(c.Tenant) {
-		in.TenantID = c.Tenant
-	}
-	return in
+	return workflows.RewardsInput{CustomerID: customerID, TenantID: tenant.Payload(c.Tenant), Options: c.Options}
 }
 
 func (c *Client) attemptTimeout() time.Duration {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -68,11 +69,11 @@ func TestCommandsAddressTheTenantsEntity(t *testing.T) {
 		tenant, wantID, wantTenant, wantFairness string
 	}{
 		{"", "rewards-c-1", "", "default"},
-		{workflows.DefaultTenant, "rewards-c-1", "", "default"},
+		{tenant.Default, "rewards-c-1", "", "default"},
 		{"t-1", "rewards/t-1/c-1", "t-1", "t-1"},
 	}
 	for _, tt := range tests {
-		t.Run(workflows.TenantOrDefault(tt.tenant), func(t *testing.T) {
+		t.Run(tenant.Normalize(tt.tenant), func(t *testing.T) {
 			fake := &addressedTemporal{}
 			base := &rewardsclient.Client{Temporal: fake, Attempts: 1}
 			c := base.For(tt.tenant)

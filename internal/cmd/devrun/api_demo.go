@@ -12,6 +12,7 @@ import (
 	"github.com/entityflow/entityflow/internal/auth"
 	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // apiAddress is where `make run` serves the HTTP API (HTTP_ADDR overrides).
@@ -24,7 +25,7 @@ const demoKeyName = "make run demo"
 // every scope, and returns it; the demo keys of earlier runs are revoked
 // first, so that only the key printed last works.
 func createDemoKey(ctx context.Context, st *store.Store) (string, error) {
-	keys, err := st.ListAPIKeys(ctx, idempotency.DefaultTenant)
+	keys, err := st.ListAPIKeys(ctx, tenant.Default)
 	if err != nil {
 		return "", fmt.Errorf("listing the earlier demo API keys: %w", err)
 	}
@@ -35,7 +36,7 @@ func createDemoKey(ctx context.Context, st *store.Store) (string, error) {
 			}
 		}
 	}
-	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: idempotency.DefaultTenant, Scopes: auth.AllScopes, Name: demoKeyName})
+	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: tenant.Default, Scopes: auth.AllScopes, Name: demoKeyName})
 	if err != nil {
 		return "", fmt.Errorf("creating the demo API key: %w", err)
 	}

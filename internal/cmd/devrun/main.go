@@ -34,13 +34,13 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/internal/devserver"
-	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/ingress"
 	"github.com/entityflow/entityflow/internal/platform"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rollout"
 	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 const (
@@ -163,7 +163,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("demo API key: %s  (tenant %s, every scope; shown once, revoked at the next make run; more with bin/starter apikey create)\n", apiKey, idempotency.DefaultTenant)
+	fmt.Printf("demo API key: %s  (tenant %s, every scope; shown once, revoked at the next make run; more with bin/starter apikey create)\n", apiKey, tenant.Default)
 
 	rc := &rewardsclient.Client{Temporal: c}
 	demoCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)

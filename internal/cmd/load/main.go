@@ -61,6 +61,7 @@ import (
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/internal/temporalclient"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 )
 
 // The warm-up's rate and customers (-warmup).
@@ -552,16 +553,14 @@ func tenantLimiter(perSecond float64) *auth.TenantLimiter {
 	return &auth.TenantLimiter{Rate: rate.Limit(perSecond), Burst: max(1, int(perSecond))}
 }
 
-// loadAPIKey creates an API key of the in-process API for tenant ("" the
+// loadAPIKey creates an API key of the in-process API for tenantID ("" the
 // default tenant) in its database.
-func loadAPIKey(ctx context.Context, st *store.Store, tenant string) (string, error) {
-	if tenant == "" {
-		tenant = idempotency.DefaultTenant
-	}
-	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: tenant,
+func loadAPIKey(ctx context.Context, st *store.Store, tenantID string) (string, error) {
+	tenantID = tenant.Normalize(tenantID)
+	_, token, err := st.CreateAPIKey(ctx, store.NewAPIKey{TenantID: tenantID,
 		Scopes: []string{auth.ScopeRewardsWrite, auth.ScopeRewardsRead}, Name: "load harness"})
 	if err != nil {
-		return "", fmt.Errorf("creating the load harness's API key of tenant %s: %w", tenant, err)
+		return "", fmt.Errorf("creating the load harness's API key of tenant %s: %w", tenantID, err)
 	}
 	return token, nil
 }

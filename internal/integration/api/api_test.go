@@ -42,6 +42,7 @@ import (
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/rewardsworker"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -154,9 +155,9 @@ func (s *stack) token(tenant string) string {
 	return s.tokens[tenant]
 }
 
-// doAs sends one request as tenant, with its API key and X-Tenant-ID (""
+// doAs sends one request as tenantID, with its API key and X-Tenant-ID (""
 // sends the default tenant's key and no X-Tenant-ID).
-func (s *stack) doAs(tenant, method, path, key string, body any) response {
+func (s *stack) doAs(tenantID, method, path, key string, body any) response {
 	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -173,12 +174,12 @@ func (s *stack) doAs(tenant, method, path, key string, body any) response {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	if tenant != "" {
-		req.Header.Set("X-Tenant-ID", tenant)
+	if tenantID != "" {
+		req.Header.Set("X-Tenant-ID", tenantID)
 	} else {
-		tenant = idempotency.DefaultTenant
+		tenantID = tenant.Default
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token(tenant))
+	req.Header.Set("Authorization", "Bearer "+s.token(tenantID))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)

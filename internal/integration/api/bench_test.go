@@ -18,9 +18,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/auth"
-	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -33,7 +33,7 @@ import (
 // rewardsclient (no HTTP, no key store), the baseline the API adds to.
 func BenchmarkPointsAPI(b *testing.B) {
 	s := newStackWith(b, memory.NewStore(0), stackConfig{tenantLimits: &auth.TenantLimiter{Rate: rate.Inf}})
-	token := s.token(idempotency.DefaultTenant)
+	token := s.token(tenant.Default)
 	run := uuid.NewString()[:8]
 	var seq atomic.Int64
 	customer := func(n int64) string { return fmt.Sprintf("bench-%s-%d", run, n%16) }
@@ -94,7 +94,7 @@ func BenchmarkPointsAPI(b *testing.B) {
 // measured").
 func BenchmarkHotCustomer(b *testing.B) {
 	s := newStackWith(b, memory.NewStore(0), stackConfig{tenantLimits: &auth.TenantLimiter{Rate: rate.Inf}})
-	token := s.token(idempotency.DefaultTenant)
+	token := s.token(tenant.Default)
 	run := uuid.NewString()[:8]
 	path := s.url + "/v1/customers/hot-" + run + "/points"
 	post := func(client *http.Client, key string) (int, error) {

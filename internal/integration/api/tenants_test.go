@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/entityflow/entityflow/internal/idempotency"
 	"github.com/entityflow/entityflow/internal/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/problem"
 	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -37,7 +37,7 @@ func TestTenantsHaveCustomersOfTheirOwn(t *testing.T) {
 	}{
 		{"t-a", "rewards/t-a/c-1", "t-a", 25},
 		{"t-b", "rewards/t-b/c-1", "t-b", 600}, // gold: a tier change
-		{idempotency.DefaultTenant, "rewards-c-1", "", 7},
+		{tenant.Default, "rewards-c-1", "", 7},
 	}
 	for _, tt := range tenants {
 		r := s.doAs(tt.tenant, "POST", path+"/points", "k-same", map[string]any{"activity": "purchase", "points": tt.points})
@@ -64,7 +64,7 @@ func TestTenantsHaveCustomersOfTheirOwn(t *testing.T) {
 		}
 		return err
 	})
-	for _, tenant := range []string{"t-a", idempotency.DefaultTenant} {
+	for _, tenant := range []string{"t-a", tenant.Default} {
 		if changes, err := s.store.TierChanges(ctx, tenant, "c-1"); err != nil || len(changes) != 0 {
 			t.Errorf("%s: tier changes %+v, %v; want none (t-b's are its own)", tenant, changes, err)
 		}
@@ -93,7 +93,7 @@ func TestTenantsHaveCustomersOfTheirOwn(t *testing.T) {
 	}{
 		{"t-a", true},
 		{"t-b", false},
-		{idempotency.DefaultTenant, false},
+		{tenant.Default, false},
 	}
 	for _, row := range rows {
 		e, err := s.store.Enrollment(ctx, row.tenant, "c-1")
