@@ -66,6 +66,17 @@ func (d *dispatcher) route(subject string) *source {
 // reads it, and submits the job. ls is the hold on the consumer it came
 // under (a partition's pin); nil if the consumer is shared.
 func (d *dispatcher) receive(m delivery, ls *lease) {
+	j := d.newJob(m, ls)
+	if d.in.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		traceJob(d.in.Logger, j)
+	}
+	d.submit(j)
+}
+
+// newJob routes m to its source and makes its job of what the source read:
+// its key is the source's name and the key the source gave (the stored
+// subject if none), so that the keys of two sources never meet.
+func (d *dispatcher) newJob(m delivery, ls *lease) *job {
 	subject := m.Subject()
 	src := d.route(subject)
 	d.in.Metrics.consumed.WithLabelValues(src.name).Inc()
@@ -88,10 +99,7 @@ func (d *dispatcher) receive(m delivery, ls *lease) {
 	} else {
 		j.tenant, j.apply, j.batch = p.tenant, p.apply, p.batch
 	}
-	if d.in.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		traceJob(d.in.Logger, j)
-	}
-	d.submit(j)
+	return j
 }
 
 // traceJob logs, at debug level, the message's arrival and its handling's
