@@ -9,6 +9,12 @@ import (
 // of it: the dispatcher orders, defers, settles and dead-letters deliveries
 // without knowing the bus. jsDelivery (jetstream.go) is JetStream's; a
 // second bus is another implementation, handed to dispatcher.receive.
+//
+// The dispatcher counts on a bus that, like a JetStream consumer with
+// explicit acks, delivers a message again until it is acked: after the
+// delay of a nak, or after an ack wait (Config.AckWait) without news of it
+// (InProgress); and that numbers a stream's messages in the order a key's
+// were published (position.Sequence).
 type delivery interface {
 	// Subject is the subject (or topic) the message is stored under, which
 	// the sources match (source.match).

@@ -22,6 +22,13 @@
 //     priority groups), the partitions balanced over the processes
 //     (balance.go, members.go), and a process that gains a partition waits,
 //     per customer, for what the previous holder left unacked (lanes.go).
+//
+// The dispatcher (dispatch.go, batch.go, handover.go, quota.go) knows
+// neither JetStream nor the kinds of message: it works on deliveries
+// (delivery.go; JetStream's adapter in jetstream.go) and routes each to
+// the first registered source that matches its subject (source.go), which
+// reads it and says how to apply it, alone or in a batch (points.go,
+// envelopes.go).
 package ingress
 
 import (
