@@ -657,11 +657,11 @@ func (d *dispatcher) work(ctx context.Context) {
 }
 
 // serve handles key's queued jobs: one (or, when its source batches, the
-// first and those of its group queued behind it, as one batch), then the key goes back on the
-// ready list behind the others; only if the list is full (a consumer whose
-// MaxAckPending was raised behind this process's back) does the worker go
-// on with the key itself, for a worker must never wait on the list it alone
-// drains.
+// first and those of its group queued behind it, as one batch), then the
+// key goes back on the ready list behind the others; only if the list is
+// full (a consumer whose MaxAckPending was raised behind this process's
+// back) does the worker go on with the key itself, for a worker must never
+// wait on the list it alone drains.
 func (d *dispatcher) serve(ctx context.Context, key string) {
 	for !d.stopping() { // when stopping, stop nacks the queued jobs
 		j := d.next(key)
