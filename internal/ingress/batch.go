@@ -2,40 +2,59 @@ package ingress
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
-
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
 )
 
-// pointJob is what a point event's job needs to go in a batch: the event,
-// the entity it is for, and how to send a batch of such events to it.
-type pointJob struct {
-	// entity names the customer's entity (tenant and customer): only jobs
-	// of one entity go in one batch.
-	entity string
-	event  workflows.PointEvent
-	// send applies events to the entity as apply-points-batch updates
-	// (rewardsclient.Client.ApplyPointsBatch), one answer per event.
-	send func(ctx context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error)
+// batch is what a job needs to go in one call with others of its source's:
+// its group (only jobs of one group go together), its item, and how the
+// source applies the items of a group. newBatch makes one.
+type batch struct {
+	// group names what one call applies to (a customer's entity).
+	group string
+	// limit bounds the items of one call.
+	limit int
+	item  any
+	// apply applies items, one group's in stream order, and answers each.
+	apply func(ctx context.Context, items []any) ([]batchResult, error)
 }
 
-// batchBehind returns first and, when it is a point event, the point events
-// of the same entity queued right behind it, taken from the key's queue, at
-// most workflows.MaxBatchEvents in all: what one update carries. The key's
+// batchResult is one item's answer in a batch: the outcome it was applied
+// with, or why not.
+type batchResult struct {
+	Outcome string
+	Err     error
+}
+
+// newBatch returns the batch part of a job whose item is item, applied with
+// the items of group queued behind it (at most limit in all) by apply: the
+// source's typed items, which the dispatcher passes through untouched.
+func newBatch[T any](group string, limit int, item T, apply func(ctx context.Context, items []T) ([]batchResult, error)) *batch {
+	return &batch{group: group, limit: limit, item: item, apply: func(ctx context.Context, items []any) ([]batchResult, error) {
+		typed := make([]T, len(items))
+		for i, it := range items {
+			typed[i] = it.(T)
+		}
+		return apply(ctx, typed)
+	}}
+}
+
+// batchBehind returns first and, when its source batches it, the jobs of
+// the same source and group queued right behind it, taken from the key's
+// queue, at most the batch's limit in all: what one call carries. The key's
 // queue is in stream order, so the batch is too.
 func (d *dispatcher) batchBehind(key string, first *job) []*job {
 	jobs := []*job{first}
-	if first.point == nil || first.err != nil {
+	if first.batch == nil || first.err != nil {
 		return jobs
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ks := d.keys[key]
-	for ks != nil && len(ks.queue) > 0 && len(jobs) < workflows.MaxBatchEvents {
+	for ks != nil && len(ks.queue) > 0 && len(jobs) < first.batch.limit {
 		j := ks.queue[0]
-		if j.point == nil || j.err != nil || j.point.entity != first.point.entity {
+		if j.batch == nil || j.err != nil || j.src != first.src || j.batch.group != first.batch.group {
 			break
 		}
 		ks.queue[0] = nil
@@ -45,13 +64,14 @@ func (d *dispatcher) batchBehind(key string, first *job) []*job {
 	return jobs
 }
 
-// handlePoints settles point events of one entity, in stream order, with
-// one apply-points-batch update: each is acked, nacked or dead-lettered on
+// handleBatch settles jobs of one source and group, in stream order, with
+// one call of the source's (a point event's: one apply-points-batch
+// update): each is acked, nacked or dead-lettered on
 // its own event's answer, exactly as handle would have settled it alone. A
 // job behind an earlier message of its key that is backing off is nacked
 // to follow it, as handle does, and so is one parked on arrival whose
 // tenant has no token left; the batch goes without them.
-func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
+func (d *dispatcher) handleBatch(ctx context.Context, jobs []*job) {
 	var live []*job
 	for _, j := range jobs {
 		// Once one is nacked to wait, the later ones find it waiting and
@@ -71,16 +91,19 @@ func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 	if len(live) == 0 {
 		return
 	}
-	events := make([]workflows.PointEvent, len(live))
+	items := make([]any, len(live))
 	for i, j := range live {
 		j.attempts++
-		events[i] = j.point.event
+		items[i] = j.batch.item
 	}
 	pctx, cancel := context.WithTimeout(ctx, d.cfg.ProcessTimeout)
 	began := time.Now()
-	d.in.Logger.Debug("ingress: applying a batch", "entity", live[0].point.entity, "events", len(live))
-	res, err := live[0].point.send(pctx, events)
+	d.in.Logger.Debug("ingress: applying a batch", "source", live[0].src.name, "group", live[0].batch.group, "items", len(live))
+	res, err := live[0].batch.apply(pctx, items)
 	cancel()
+	if err == nil && len(res) != len(live) {
+		err = fmt.Errorf("ingress: a batch of %d %s answered %d", len(live), live[0].src.name, len(res))
+	}
 	if err == nil {
 		d.observeApply(time.Since(began) / time.Duration(len(live)))
 	}
@@ -93,7 +116,7 @@ func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 	for i, j := range live {
 		outcome, jerr := "", err
 		if err == nil {
-			outcome, jerr = pointOutcome(res[i].Result, res[i].Err)
+			outcome, jerr = res[i].Outcome, res[i].Err
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
@@ -106,14 +129,3 @@ func (d *dispatcher) handlePoints(ctx context.Context, jobs []*job) {
 
 // settleConcurrency bounds the jobs of one batch settled at once.
 const settleConcurrency = 64
-
-// pointOutcome is the outcome of a point event applied with res, or err.
-func pointOutcome(res workflows.PointsResult, err error) (string, error) {
-	switch {
-	case err != nil:
-		return "", err
-	case res.Duplicate:
-		return OutcomeDuplicate, nil
-	}
-	return OutcomeApplied, nil
-}

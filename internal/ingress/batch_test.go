@@ -73,14 +73,14 @@ func TestQueuedPointEventsGoAsOneBatch(t *testing.T) {
 			for i, pts := range order {
 				m := newFakeMsg("rewards.default.c-1.points", uint64(i+1))
 				msgs[pts] = m
-				j := &job{src: h.src, msg: m, meta: &m.meta, key: "points/c-1",
-					point: &pointJob{entity: "rewards-c-1", event: workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}, send: entity.send}}
+				ev := workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
+				j := &job{src: h.src, msg: m, pos: m.meta, key: "points/c-1", batch: pointBatch("rewards-c-1", ev, entity.send)}
 				j.apply = func(ctx context.Context) (string, error) {
 					if i == 0 {
 						close(started)
 						<-gate // the first is in flight while the others queue
 					}
-					res, err := entity.send(ctx, []workflows.PointEvent{j.point.event})
+					res, err := entity.send(ctx, []workflows.PointEvent{ev})
 					if err != nil {
 						return "", err
 					}

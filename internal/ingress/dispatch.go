@@ -4,56 +4,36 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-)
-
-// Headers of a dead letter, beside the original message's own (whose Nats-*
-// headers are renamed Ingest-Original-*, so that JetStream does not act on
-// them again).
-const (
-	HeaderReason     = "Ingest-Reason"
-	HeaderError      = "Ingest-Error"
-	HeaderStream     = "Ingest-Stream"
-	HeaderSequence   = "Ingest-Sequence"
-	HeaderSubject    = "Ingest-Subject"
-	HeaderConsumer   = "Ingest-Consumer"
-	HeaderDeliveries = "Ingest-Deliveries"
-	HeaderAttempts   = "Ingest-Attempts"
-	HeaderDedupKey   = "Ingest-Dedup-Key"
-	HeaderDeadAt     = "Ingest-Dead-At"
 )
 
 // job is one delivery of a message on its way through the dispatcher.
 type job struct {
-	src  *source
-	msg  jetstream.Msg
-	meta *jetstream.MsgMetadata
+	src *source
+	msg delivery
+	pos position
 	// key orders: the jobs of one key are handled one at a time, in the
 	// order they came (a customer's subject; an event's ID).
 	key      string
 	dedupKey string
 	// subject is the one the message was published on (a point event's
-	// stored subject holds its partition too).
+	// stored subject holds its partition too), its dead letter's.
 	subject string
-	// lease is the partition's pin the message was delivered under; nil
-	// for envelopes. Once lost, the message is no longer kept alive.
+	// lease is the hold on the consumer (a partition's pin) the message
+	// was delivered under; nil if its consumer is shared. Once lost, the
+	// message is no longer kept alive.
 	lease *lease
 	// acking is set once the ack is sent (ownUnacked).
 	acking atomic.Bool
-	// err is a Rejection found while preparing; apply is then nil.
+	// err is a Rejection found while parsing; apply is then nil.
 	err   error
 	apply func(ctx context.Context) (outcome string, err error)
-	// point, set for a point event, lets the job go in one
-	// apply-points-batch update with the jobs queued behind it for the
-	// same customer (handlePoints).
-	point *pointJob
+	// batch, set when the source can apply the message together with
+	// others of its group, lets the job go in one call with the jobs
+	// queued behind it (handleBatch).
+	batch *batch
 	// attempts counts the real tries to apply the message before this
 	// delivery: the deliveries that were only nacked to keep order or a
 	// bound (deferrals) are not among them, unlike in JetStream's
@@ -117,9 +97,9 @@ type waiter struct {
 // back (after a failure, or handed back by another process) goes before
 // the later ones queued meanwhile.
 func (ks *keyState) enqueue(j *job) {
-	seq := j.meta.Sequence.Stream
+	seq := j.pos.Sequence
 	i := len(ks.queue)
-	for i > 0 && ks.queue[i-1].meta.Sequence.Stream > seq {
+	for i > 0 && ks.queue[i-1].pos.Sequence > seq {
 		i--
 	}
 	ks.queue = slices.Insert(ks.queue, i, j)
@@ -128,9 +108,9 @@ func (ks *keyState) enqueue(j *job) {
 // holdBehind keeps j, which came while an earlier message of the key is
 // away, until that one is back (promote).
 func (ks *keyState) holdBehind(j *job) {
-	seq := j.meta.Sequence.Stream
+	seq := j.pos.Sequence
 	i := len(ks.behind)
-	for i > 0 && ks.behind[i-1].meta.Sequence.Stream > seq {
+	for i > 0 && ks.behind[i-1].pos.Sequence > seq {
 		i--
 	}
 	ks.behind = slices.Insert(ks.behind, i, j)
@@ -148,7 +128,7 @@ func (ks *keyState) promote(now time.Time, grace time.Duration) bool {
 	n := len(ks.behind)
 	if waiting {
 		n, _ = slices.BinarySearchFunc(ks.behind, first, func(j *job, seq uint64) int {
-			return cmp.Compare(j.meta.Sequence.Stream, seq)
+			return cmp.Compare(j.pos.Sequence, seq)
 		})
 	}
 	for _, j := range ks.behind[:n] {
@@ -202,6 +182,11 @@ func (ks *keyState) wait(seq, attempts uint64, booked, now time.Time, delay time
 type dispatcher struct {
 	in  *Ingress
 	cfg Config
+	// sources are the kinds of message the dispatcher applies, each
+	// delivery routed to the first that matches it (receive).
+	sources []*source
+	// dead takes the messages that can never be applied.
+	dead deadLetters
 	// ready lists the keys with queued jobs that no worker has, once each.
 	ready chan string
 	quit  chan struct{}
@@ -239,12 +224,14 @@ func (d *dispatcher) observeApply(took time.Duration) {
 	d.avgApply += (took - d.avgApply) / 16
 }
 
-func newDispatcher(in *Ingress, cfg Config) *dispatcher {
+// newDispatcher returns a dispatcher of sources that dead-letters to the
+// dead-letter stream of cfg (jsDeadLetters).
+func newDispatcher(in *Ingress, cfg Config, sources ...*source) *dispatcher {
 	// A key is on the ready list at most once and only while it holds a
 	// job, and JetStream delivers at most MaxAckPending per consumer (a
 	// partition's, the unpartitioned one's, the envelopes'): room for every
 	// key that can have work.
-	return &dispatcher{in: in, cfg: cfg, ready: make(chan string, (cfg.Partitions+2)*cfg.MaxAckPending+cfg.Workers),
+	return &dispatcher{in: in, cfg: cfg, sources: sources, dead: in.deadLetters(cfg), ready: make(chan string, (cfg.Partitions+2)*cfg.MaxAckPending+cfg.Workers),
 		quit: make(chan struct{}), keys: map[string]*keyState{}, jobs: map[*job]struct{}{}, inheritGrace: inheritGrace,
 		inhs: map[string]*inheritance{}, quotas: newQuotas(cfg)}
 }
@@ -307,7 +294,7 @@ func (d *dispatcher) waitGrace() time.Duration { return d.cfg.AckWait + 10*time.
 // key waits for it, and keeps its count of attempts and its booked token
 // for its next delivery.
 func (d *dispatcher) nacked(ks *keyState, j *job, now time.Time, delay time.Duration) {
-	ks.wait(j.meta.Sequence.Stream, j.attempts, j.booked, now, d.capDelay(delay))
+	ks.wait(j.pos.Sequence, j.attempts, j.booked, now, d.capDelay(delay))
 }
 
 // inheritGrace is how long past the ack wait the messages a predecessor
@@ -355,16 +342,16 @@ func (d *dispatcher) inherit(consumer string, keys map[string]bool, last uint64,
 // once every unacked message has come back; d.mu is held. It returns the
 // keys to put on the ready list.
 func (d *dispatcher) park(ks *keyState, j *job) (parked bool, ready []string) {
-	inh := d.inhs[j.meta.Consumer]
+	inh := d.inhs[j.pos.Consumer]
 	if inh == nil {
 		return false, nil
 	}
-	if seq := j.meta.Sequence.Stream; seq <= inh.last {
+	if seq := j.pos.Sequence; seq <= inh.last {
 		inh.back[seq] = true
 	}
 	if !inh.keys[j.key] {
 		if len(inh.back) >= inh.unacked {
-			ready = d.unpark(j.meta.Consumer)
+			ready = d.unpark(j.pos.Consumer)
 		}
 		return false, ready
 	}
@@ -372,7 +359,7 @@ func (d *dispatcher) park(ks *keyState, j *job) (parked bool, ready []string) {
 	ks.parked = append(ks.parked, j)
 	d.jobs[j] = struct{}{}
 	if len(inh.back) >= inh.unacked {
-		ready = d.unpark(j.meta.Consumer)
+		ready = d.unpark(j.pos.Consumer)
 	}
 	return true, ready
 }
@@ -428,11 +415,11 @@ func (d *dispatcher) submit(j *job) {
 		return
 	}
 	now := time.Now()
-	seq := j.meta.Sequence.Stream
+	seq := j.pos.Sequence
 	d.mu.Lock()
 	ks := d.keys[j.key]
 	if ks == nil {
-		ks = &keyState{consumer: j.meta.Consumer}
+		ks = &keyState{consumer: j.pos.Consumer}
 		d.keys[j.key] = ks
 	}
 	// A message back after a nak resumes its count of attempts and its
@@ -623,7 +610,7 @@ func (d *dispatcher) backingOff(j *job) (time.Duration, bool) {
 	defer d.mu.Unlock()
 	now := time.Now()
 	if ks := d.keys[j.key]; ks != nil {
-		seq := j.meta.Sequence.Stream
+		seq := j.pos.Sequence
 		left := ks.backoff.Sub(now)
 		if first, due, ahead, ok := ks.firstWaiting(now, d.waitGrace(), seq); ok && first < seq {
 			left = max(left, due.Sub(now)+minOrderDelay, time.Duration(ahead)*d.applyTime(), minOrderDelay)
@@ -669,12 +656,12 @@ func (d *dispatcher) work(ctx context.Context) {
 	}
 }
 
-// serve handles key's queued jobs: one (or, for point events, the first
-// and those queued behind it, as one batch), then the key goes back on the
-// ready list behind the others; only if the list is full (a consumer whose
-// MaxAckPending was raised behind this process's back) does the worker go
-// on with the key itself, for a worker must never wait on the list it alone
-// drains.
+// serve handles key's queued jobs: one (or, when its source batches, the
+// first and those of its group queued behind it, as one batch), then the
+// key goes back on the ready list behind the others; only if the list is
+// full (a consumer whose MaxAckPending was raised behind this process's
+// back) does the worker go on with the key itself, for a worker must never
+// wait on the list it alone drains.
 func (d *dispatcher) serve(ctx context.Context, key string) {
 	for !d.stopping() { // when stopping, stop nacks the queued jobs
 		j := d.next(key)
@@ -683,7 +670,7 @@ func (d *dispatcher) serve(ctx context.Context, key string) {
 		}
 		jobs := d.batchBehind(key, j)
 		if len(jobs) > 1 {
-			d.handlePoints(ctx, jobs)
+			d.handleBatch(ctx, jobs)
 		} else {
 			d.handle(ctx, j)
 		}
@@ -730,8 +717,8 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 // Decide says.
 func (d *dispatcher) settle(ctx context.Context, j *job, outcome string, err error) {
 	dec := Decide(err, j.attempts, d.cfg.Retry)
-	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream,
-		"attempts", j.attempts, "deliveries", j.meta.NumDelivered, "dedup_key", j.dedupKey)
+	log := d.in.Logger.With("source", j.src.name, "subject", j.msg.Subject(), "stream_seq", j.pos.Sequence,
+		"attempts", j.attempts, "deliveries", j.pos.Delivered, "dedup_key", j.dedupKey)
 	switch dec.Action {
 	case Ack:
 		d.ack(j, outcome)
@@ -761,19 +748,19 @@ func (d *dispatcher) settle(ctx context.Context, j *job, outcome string, err err
 	}
 }
 
-// ack acks j and waits for JetStream to confirm it. A lost ack makes
-// JetStream deliver the message again, which its dedup key then answers.
+// ack acks j and waits for its bus to confirm it. A lost ack makes
+// the bus deliver the message again, which its dedup key then answers.
 func (d *dispatcher) ack(j *job, outcome string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	j.acking.Store(true)
-	if err := j.msg.DoubleAck(ctx); err != nil {
+	if err := j.msg.Ack(ctx); err != nil {
 		d.in.Logger.Warn("ingress: ack not confirmed; the message may come again (and count as a duplicate)",
-			"subject", j.msg.Subject(), "stream_seq", j.meta.Sequence.Stream, "error", err)
+			"subject", j.msg.Subject(), "stream_seq", j.pos.Sequence, "error", err)
 		return
 	}
 	d.in.Metrics.handled.WithLabelValues(j.src.name, outcome).Inc()
-	d.in.Metrics.lag.WithLabelValues(j.src.name).Observe(time.Since(j.meta.Timestamp).Seconds())
+	d.in.Metrics.lag.WithLabelValues(j.src.name).Observe(time.Since(j.pos.Timestamp).Seconds())
 }
 
 // capDelay bounds a nak's delay by the ack wait. A message a process was
@@ -784,74 +771,16 @@ func (d *dispatcher) capDelay(delay time.Duration) time.Duration {
 	return min(delay, d.cfg.AckWait)
 }
 
-// nak hands j back to JetStream for delivery after delay, at most the ack
+// nak hands j back to its bus for delivery after delay, at most the ack
 // wait (capDelay).
 func (d *dispatcher) nak(j *job, delay time.Duration, reason string) {
-	var err error
-	delay = d.capDelay(delay)
-	if delay > 0 {
-		err = j.msg.NakWithDelay(delay)
-	} else {
-		err = j.msg.Nak()
-	}
-	if err != nil {
+	if err := j.msg.Nak(d.capDelay(delay)); err != nil {
 		d.in.Logger.Debug("ingress: nak failed; the message comes again after the ack wait", "subject", j.msg.Subject(), "error", err)
 	}
 	d.in.Metrics.retried.WithLabelValues(j.src.name, reason).Inc()
 }
 
-// deadLetter publishes j to the dead-letter stream, on
-// {DeadLetterPrefix}.{subject}, with its body, its headers (Nats-* ones
-// renamed Ingest-Original-*) and the reason. Its Nats-Msg-Id is derived from
-// the original's stream and sequence, so that a second try (after a crash
-// between publish and ack) is dropped by the dead-letter stream's duplicate
-// window.
-func (d *dispatcher) deadLetter(ctx context.Context, j *job, reason string, cause error) error {
-	m := nats.NewMsg(d.cfg.DeadLetterPrefix + "." + j.subject)
-	m.Data = j.msg.Data()
-	for k, vs := range j.msg.Headers() {
-		if strings.HasPrefix(k, "Nats-") {
-			k = "Ingest-Original-" + strings.TrimPrefix(k, "Nats-")
-		}
-		m.Header[k] = append([]string(nil), vs...)
-	}
-	seq := strconv.FormatUint(j.meta.Sequence.Stream, 10)
-	m.Header.Set(HeaderReason, reason)
-	if cause != nil {
-		m.Header.Set(HeaderError, headerValue(cause.Error()))
-	}
-	m.Header.Set(HeaderStream, j.meta.Stream)
-	m.Header.Set(HeaderSequence, seq)
-	m.Header.Set(HeaderSubject, j.subject)
-	m.Header.Set(HeaderConsumer, j.meta.Consumer)
-	m.Header.Set(HeaderDeliveries, strconv.FormatUint(j.meta.NumDelivered, 10))
-	m.Header.Set(HeaderAttempts, strconv.FormatUint(j.attempts, 10))
-	if j.dedupKey != "" {
-		m.Header.Set(HeaderDedupKey, headerValue(j.dedupKey))
-	}
-	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339))
-	m.Header.Set(nats.MsgIdHdr, "dead:"+j.meta.Stream+":"+seq)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_, err := d.in.JS.PublishMsg(pctx, m, jetstream.WithExpectStream(d.cfg.DeadLetterStream))
-	return err
-}
-
-// headerValue makes s a header value: one line, at most 1 KiB.
-func headerValue(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, s)
-	if len(s) > 1024 {
-		s = s[:1021] + "..."
-	}
-	return s
-}
-
-// keepAlive tells JetStream every AckWait/3 that the held messages are
+// keepAlive tells the bus every AckWait/3 that the held messages are
 // being worked on, so that none is redelivered while it waits its turn.
 func (d *dispatcher) keepAlive(ctx context.Context) {
 	t := time.NewTicker(d.cfg.AckWait / 3)

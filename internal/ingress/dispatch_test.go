@@ -22,7 +22,7 @@ type fakeMsg struct {
 	subject string
 	data    []byte
 	header  nats.Header
-	meta    jetstream.MsgMetadata
+	meta    position
 
 	mu       sync.Mutex
 	settled  string // "ack", "nak"
@@ -30,11 +30,10 @@ type fakeMsg struct {
 	progress int
 }
 
-func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) { return &m.meta, nil }
-func (m *fakeMsg) Data() []byte                              { return m.data }
-func (m *fakeMsg) Headers() nats.Header                      { return m.header }
-func (m *fakeMsg) Subject() string                           { return m.subject }
-func (m *fakeMsg) Reply() string                             { return "" }
+func (m *fakeMsg) Position() position          { return m.meta }
+func (m *fakeMsg) Data() []byte                { return m.data }
+func (m *fakeMsg) Header() map[string][]string { return m.header }
+func (m *fakeMsg) Subject() string             { return m.subject }
 func (m *fakeMsg) settle(how string, delay time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -44,13 +43,9 @@ func (m *fakeMsg) settle(how string, delay time.Duration) error {
 	m.settled, m.nakDelay = how, delay
 	return nil
 }
-func (m *fakeMsg) Ack() error                         { return m.settle("ack", 0) }
-func (m *fakeMsg) DoubleAck(context.Context) error    { return m.settle("ack", 0) }
-func (m *fakeMsg) Nak() error                         { return m.settle("nak", 0) }
-func (m *fakeMsg) NakWithDelay(d time.Duration) error { return m.settle("nak", d) }
-func (m *fakeMsg) Term() error                        { return m.settle("term", 0) }
-func (m *fakeMsg) TermWithReason(string) error        { return m.settle("term", 0) }
-func (m *fakeMsg) InProgress() error                  { m.mu.Lock(); m.progress++; m.mu.Unlock(); return nil }
+func (m *fakeMsg) Ack(context.Context) error { return m.settle("ack", 0) }
+func (m *fakeMsg) Nak(d time.Duration) error { return m.settle("nak", d) }
+func (m *fakeMsg) InProgress() error         { m.mu.Lock(); m.progress++; m.mu.Unlock(); return nil }
 func (m *fakeMsg) state() (string, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -59,11 +54,11 @@ func (m *fakeMsg) state() (string, time.Duration) {
 func (m *fakeMsg) inProgress() int { m.mu.Lock(); defer m.mu.Unlock(); return m.progress }
 func (m *fakeMsg) String() string {
 	s, d := m.state()
-	return fmt.Sprintf("%s#%d:%s/%v", m.subject, m.meta.Sequence.Stream, s, d)
+	return fmt.Sprintf("%s#%d:%s/%v", m.subject, m.meta.Sequence, s, d)
 }
 func newFakeMsg(subject string, seq uint64) *fakeMsg {
-	return &fakeMsg{subject: subject, header: nats.Header{}, meta: jetstream.MsgMetadata{
-		Stream: "S", Consumer: "C", NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: seq}, Timestamp: time.Now(),
+	return &fakeMsg{subject: subject, header: nats.Header{}, meta: position{
+		Stream: "S", Consumer: "C", Delivered: 1, Sequence: seq, Timestamp: time.Now(),
 	}}
 }
 
@@ -106,7 +101,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 
 // submit hands the dispatcher a message of key whose handling is apply.
 func (h *harness) submit(m *fakeMsg, key string, apply func(context.Context) (string, error)) {
-	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: key, apply: apply})
+	h.d.submit(&job{src: h.src, msg: m, pos: m.meta, key: key, apply: apply})
 }
 
 func waitSettled(t *testing.T, msgs ...*fakeMsg) {
@@ -136,7 +131,7 @@ type applyLog struct {
 func (l *applyLog) applied(m *fakeMsg) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) {
 		l.mu.Lock()
-		l.seqs = append(l.seqs, m.meta.Sequence.Stream)
+		l.seqs = append(l.seqs, m.meta.Sequence)
 		l.mu.Unlock()
 		return OutcomeApplied, nil
 	}
@@ -178,7 +173,7 @@ func TestDispatcherOrdersPerKey(t *testing.T) {
 				running.Add(-1)
 				mu.Lock()
 				inFlight[key]--
-				seen[key] = append(seen[key], m.meta.Sequence.Stream)
+				seen[key] = append(seen[key], m.meta.Sequence)
 				mu.Unlock()
 				return OutcomeApplied, nil
 			})
@@ -252,7 +247,7 @@ func TestDispatcherBoundsPerKey(t *testing.T) {
 		t.Fatalf("a4 settled (%s) while a3 is away, want it held", s)
 	}
 	a3again := newFakeMsg("a", 3)
-	a3again.meta.NumDelivered = 2
+	a3again.meta.Delivered = 2
 	h.submit(a3again, "a", log.applied(a3again))
 	waitSettled(t, a3again, a4)
 	for _, m := range []*fakeMsg{a3again, a4} {
@@ -274,7 +269,7 @@ func TestDispatcherTransientFailureDefersKey(t *testing.T) {
 	h := newHarness(t, Config{Workers: 1, Retry: RetryPolicy{Base: 2 * time.Second}})
 	gate := make(chan struct{})
 	a1, a2, b1 := newFakeMsg("a", 1), newFakeMsg("a", 2), newFakeMsg("b", 1)
-	a1.meta.NumDelivered = 2
+	a1.meta.Delivered = 2
 	h.submit(a1, "a", func(context.Context) (string, error) {
 		<-gate
 		return "", serviceerror.NewUnavailable("server down")
@@ -305,7 +300,7 @@ func TestDispatcherDeadLetters(t *testing.T) {
 	m.data = []byte(`{"points": "x"}`)
 	m.header.Set(nats.MsgIdHdr, "producer-1")
 	m.header.Set("Trace", "abc")
-	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: "k", dedupKey: "producer-1", subject: "rewards.t-1.c-1.points",
+	h.d.submit(&job{src: h.src, msg: m, pos: m.meta, key: "k", dedupKey: "producer-1", subject: "rewards.t-1.c-1.points",
 		err: reject(ReasonInvalidPayload, errors.New("points must be an integer\nsecond line"))})
 	waitSettled(t, m)
 	if s, _ := m.state(); s != "ack" {
@@ -338,7 +333,7 @@ func TestDispatcherDeadLetters(t *testing.T) {
 
 	h.js.fail = errors.New("no responders")
 	m2 := newFakeMsg("x", 8)
-	h.d.submit(&job{src: h.src, msg: m2, meta: &m2.meta, key: "k2", err: reject(ReasonUnknownTenant, errors.New("t"))})
+	h.d.submit(&job{src: h.src, msg: m2, pos: m2.meta, key: "k2", err: reject(ReasonUnknownTenant, errors.New("t"))})
 	waitSettled(t, m2)
 	if s, d := m2.state(); s != "nak" || d <= 0 {
 		t.Errorf("dead letter not published: %s %v, want nak with backoff", s, d)
@@ -370,12 +365,12 @@ func TestDispatcherStopNacksQueued(t *testing.T) {
 	started := make(chan struct{})
 	src := &source{name: SourcePoints}
 	a1, a2 := newFakeMsg("a", 1), newFakeMsg("a", 2)
-	d.submit(&job{src: src, msg: a1, meta: &a1.meta, key: "a", apply: func(ctx context.Context) (string, error) {
+	d.submit(&job{src: src, msg: a1, pos: a1.meta, key: "a", apply: func(ctx context.Context) (string, error) {
 		close(started)
 		time.Sleep(50 * time.Millisecond)
 		return OutcomeApplied, nil
 	}})
-	d.submit(&job{src: src, msg: a2, meta: &a2.meta, key: "a", apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})
+	d.submit(&job{src: src, msg: a2, pos: a2.meta, key: "a", apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})
 	<-started
 	d.stop(time.Second, cancel)
 	if s, _ := a1.state(); s != "ack" {
@@ -410,7 +405,7 @@ func TestDispatcherKeepsOrderAcrossRedeliveries(t *testing.T) {
 		t.Fatalf("a3 settled while a2 is away: %s %v, want it held behind a2", s, d)
 	}
 	a2again := newFakeMsg("a", 2)
-	a2again.meta.NumDelivered = 2
+	a2again.meta.Delivered = 2
 	h.submit(a2again, "a", applied(a2again))
 	waitSettled(t, a2again, a3)
 	for _, m := range []*fakeMsg{a2again, a3} {
@@ -440,7 +435,7 @@ func TestDispatcherParksInheritedCustomers(t *testing.T) {
 	h.submit(c9, "points/c", applied(c9))
 	waitSettled(t, c9)
 	a7 := newFakeMsg("a", 7)
-	a7.meta.NumDelivered = 2
+	a7.meta.Delivered = 2
 	h.submit(a7, "points/a", applied(a7))
 	time.Sleep(50 * time.Millisecond)
 	for _, m := range []*fakeMsg{a9, a7} {
@@ -449,7 +444,7 @@ func TestDispatcherParksInheritedCustomers(t *testing.T) {
 		}
 	}
 	a5 := newFakeMsg("a", 5)
-	a5.meta.NumDelivered = 2
+	a5.meta.Delivered = 2
 	h.submit(a5, "points/a", applied(a5))
 	waitSettled(t, a5, a7, a9)
 	for _, m := range []*fakeMsg{a5, a7, a9} {
@@ -492,7 +487,7 @@ func TestDispatcherStopNacksParked(t *testing.T) {
 	d.start(ctx)
 	d.inherit("C", map[string]bool{"points/a": true}, 7, 1)
 	a9 := newFakeMsg("a", 9)
-	d.submit(&job{src: &source{name: SourcePoints}, msg: a9, meta: &a9.meta, key: "points/a",
+	d.submit(&job{src: &source{name: SourcePoints}, msg: a9, pos: a9.meta, key: "points/a",
 		apply: func(context.Context) (string, error) { return OutcomeApplied, nil }})
 	d.stop(time.Second, cancel)
 	if s, _ := a9.state(); s != "nak" {
@@ -537,7 +532,7 @@ func TestDispatcherCountsAttemptsNotDeferrals(t *testing.T) {
 			deliver := func() *fakeMsg {
 				delivered++
 				m := newFakeMsg("a", 2)
-				m.meta.NumDelivered = delivered
+				m.meta.Delivered = delivered
 				return m
 			}
 			if tt.deferrals > 0 {

@@ -57,7 +57,7 @@ func (d *dispatcher) holding(consumer string) int {
 	defer d.mu.Unlock()
 	n := 0
 	for j := range d.jobs {
-		if j.meta.Consumer == consumer {
+		if j.pos.Consumer == consumer {
 			n++
 		}
 	}
@@ -71,8 +71,8 @@ func (d *dispatcher) ownUnacked(consumer string) map[uint64]bool {
 	defer d.mu.Unlock()
 	own := map[uint64]bool{}
 	for j := range d.jobs {
-		if j.meta.Consumer == consumer && !j.acking.Load() {
-			own[j.meta.Sequence.Stream] = true
+		if j.pos.Consumer == consumer && !j.acking.Load() {
+			own[j.pos.Sequence] = true
 		}
 	}
 	return own

@@ -39,7 +39,7 @@ func TestDispatcherHandBack(t *testing.T) {
 		key   string
 		apply func(context.Context) (string, error)
 	}{{a1, "points/a", blocking}, {a2, "points/a", applied}, {b3, "points/b", applied}} {
-		h.d.submit(&job{src: h.src, msg: s.m, meta: &s.m.meta, key: s.key, lease: ls, apply: s.apply})
+		h.d.submit(&job{src: h.src, msg: s.m, pos: s.m.meta, key: s.key, lease: ls, apply: s.apply})
 	}
 	<-started
 	if n := h.d.holding("P-1"); n != 3 {
@@ -59,7 +59,7 @@ func TestDispatcherHandBack(t *testing.T) {
 		t.Errorf("holding(P-1) = %d after the hand-back, want 1 (in flight)", n)
 	}
 	// Another partition goes on.
-	h.d.submit(&job{src: h.src, msg: c4, meta: &c4.meta, key: "points/c", apply: applied})
+	h.d.submit(&job{src: h.src, msg: c4, pos: c4.meta, key: "points/c", apply: applied})
 	waitSettled(t, c4)
 	close(release)
 	waitSettled(t, a1)
@@ -69,8 +69,8 @@ func TestDispatcherHandBack(t *testing.T) {
 	// The key is usable again, in order, and nothing is parked any more.
 	a5 := onConsumer(newFakeMsg("a", 5), "P-1")
 	b6 := onConsumer(newFakeMsg("b", 6), "P-1")
-	h.d.submit(&job{src: h.src, msg: a5, meta: &a5.meta, key: "points/a", apply: applied})
-	h.d.submit(&job{src: h.src, msg: b6, meta: &b6.meta, key: "points/b", apply: applied})
+	h.d.submit(&job{src: h.src, msg: a5, pos: a5.meta, key: "points/a", apply: applied})
+	h.d.submit(&job{src: h.src, msg: b6, pos: b6.meta, key: "points/b", apply: applied})
 	waitSettled(t, a5, b6)
 	if n := h.d.holding("P-1"); n != 0 {
 		t.Errorf("holding(P-1) = %d at the end", n)
@@ -102,7 +102,7 @@ func TestDispatcherInheritanceCountsOwnDeliveries(t *testing.T) {
 		t.Fatalf("applied %v before a5 came back", got)
 	}
 	a5 := newFakeMsg("a", 5)
-	a5.meta.NumDelivered = 2
+	a5.meta.Delivered = 2
 	h.submit(a5, "points/a", log.applied(a5))
 	waitSettled(t, a5, a6, b7, a9)
 	log.mu.Lock()
@@ -128,8 +128,8 @@ func TestDispatcherKeepsOnlyLeasedMessagesAlive(t *testing.T) {
 	kept, lost := &lease{pin: "k"}, &lease{pin: "l"}
 	m1 := newFakeMsg("a", 1)
 	m2 := newFakeMsg("b", 2)
-	h.d.submit(&job{src: h.src, msg: m1, meta: &m1.meta, key: "points/a", lease: kept, apply: blocking})
-	h.d.submit(&job{src: h.src, msg: m2, meta: &m2.meta, key: "points/b", lease: lost, apply: blocking})
+	h.d.submit(&job{src: h.src, msg: m1, pos: m1.meta, key: "points/a", lease: kept, apply: blocking})
+	h.d.submit(&job{src: h.src, msg: m2, pos: m2.meta, key: "points/b", lease: lost, apply: blocking})
 	lost.lost.Store(true)
 	deadline := time.Now().Add(5 * time.Second)
 	for m1.inProgress()+m2.inProgress() < 3 && time.Now().Before(deadline) {
@@ -213,8 +213,8 @@ func TestDispatcherQueuedMessagesWaitForAnEarlierNak(t *testing.T) {
 	// They come back, a1 first: applied in order.
 	var again []*fakeMsg
 	for _, m := range []*fakeMsg{a1, a2, a3} {
-		r := newFakeMsg("a", m.meta.Sequence.Stream)
-		r.meta.NumDelivered = 2
+		r := newFakeMsg("a", m.meta.Sequence)
+		r.meta.Delivered = 2
 		h.submit(r, "points/a", log.applied(r))
 		again = append(again, r)
 	}
@@ -241,7 +241,7 @@ func TestDispatcherRedeliveryGoesBeforeLaterQueued(t *testing.T) {
 	<-busy // the only worker is busy with b1; a2 is still queued
 	time.Sleep(5 * time.Millisecond)
 	back := newFakeMsg("a", 1)
-	back.meta.NumDelivered = 2
+	back.meta.Delivered = 2
 	h.submit(back, "points/a", log.applied(back))
 	close(release)
 	waitSettled(t, back, a2, b1)

@@ -22,6 +22,13 @@
 //     priority groups), the partitions balanced over the processes
 //     (balance.go, members.go), and a process that gains a partition waits,
 //     per customer, for what the previous holder left unacked (lanes.go).
+//
+// The dispatcher (dispatch.go, batch.go, handover.go, quota.go) knows
+// neither JetStream nor the kinds of message: it works on deliveries
+// (delivery.go; JetStream's adapter in jetstream.go) and routes each to
+// the first registered source that matches its subject (source.go), which
+// reads it and says how to apply it, alone or in a batch (points.go,
+// envelopes.go).
 package ingress
 
 import (
@@ -39,8 +46,6 @@ import (
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/rewardsclient"
 	"github.com/entityflow/entityflow/internal/temporalclient"
-	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
 )
 
 // Deliverer routes an event envelope to the activity platform:
@@ -69,10 +74,11 @@ const (
 	SourceEvents = "events"
 )
 
-// source is one stream the ingress consumes.
-type source struct {
-	name, stream, prefix, durable string
-	prepare                       func(j *job)
+// binding is where a source is consumed from on JetStream: its stream, the
+// subject prefix of its messages and its durable consumer.
+type binding struct {
+	src                     *source
+	stream, prefix, durable string
 }
 
 // MinServerVersion is the oldest NATS server the points source runs on:
@@ -100,13 +106,15 @@ func (in *Ingress) Run(ctx context.Context) error {
 	if in.Logger == nil {
 		in.Logger = slog.Default()
 	}
-	sources := in.sources(cfg)
-	if len(sources) == 0 {
+	bindings := in.bindings(cfg)
+	if len(bindings) == 0 {
 		return errors.New("ingress: no source to consume (points need a rewards client, events a platform)")
 	}
-	var pointsSrc, eventsSrc *source
-	for _, s := range sources {
-		if s.name == SourcePoints {
+	var pointsSrc, eventsSrc *binding
+	sources := make([]*source, len(bindings))
+	for i, s := range bindings {
+		sources[i] = s.src
+		if s.src.name == SourcePoints {
 			pointsSrc = s
 		} else {
 			eventsSrc = s
@@ -117,7 +125,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	migrated, err := in.ensureStreams(ctx, cfg, sources)
+	migrated, err := in.ensureStreams(ctx, cfg, bindings)
 	if err != nil {
 		return err
 	}
@@ -126,7 +134,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	defer cancelRun()
 	procCtx, cancelProc := context.WithCancel(runCtx)
 	defer cancelProc()
-	d := newDispatcher(in, cfg)
+	d := newDispatcher(in, cfg, sources...)
 	var pts *points
 	if pointsSrc != nil {
 		if pts, err = in.startPoints(ctx, runCtx, cfg, d, pointsSrc, migrated[pointsSrc.stream]); err != nil {
@@ -137,7 +145,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	if eventsSrc != nil {
 		events, err = in.JS.CreateOrUpdateConsumer(ctx, eventsSrc.stream, jetstream.ConsumerConfig{
 			Durable:       eventsSrc.durable,
-			Description:   "entityflow ingest: " + eventsSrc.name,
+			Description:   "entityflow ingest: " + eventsSrc.src.name,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.AckWait,
 			MaxAckPending: cfg.MaxAckPending,
@@ -164,10 +172,14 @@ func (in *Ingress) Run(ctx context.Context) error {
 	}
 	if events != nil {
 		pull := min(cfg.MaxAckPending, max(2*cfg.Workers, 64))
-		eventsCC, err = events.Consume(func(m jetstream.Msg) { in.receive(d, eventsSrc, m, nil) },
+		eventsCC, err = events.Consume(func(m jetstream.Msg) {
+			if meta := in.deliver(d, m, nil); meta != nil {
+				in.Metrics.pending.WithLabelValues(SourceEvents).Set(float64(meta.NumPending))
+			}
+		},
 			jetstream.PullMaxMessages(pull),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				in.Logger.Warn("ingress: consuming", "source", eventsSrc.name, "stream", eventsSrc.stream, "error", err)
+				in.Logger.Warn("ingress: consuming", "source", eventsSrc.src.name, "stream", eventsSrc.stream, "error", err)
 			}))
 		if err != nil {
 			d.stop(cfg.StopTimeout, cancelProc)
@@ -227,17 +239,15 @@ func serverVersionOK(version, url string) error {
 	return nil
 }
 
-func (in *Ingress) sources(cfg Config) []*source {
-	var out []*source
+// bindings registers the sources cfg and the clients turn on, each with
+// where it is consumed from.
+func (in *Ingress) bindings(cfg Config) []*binding {
+	var out []*binding
 	if cfg.PointsStream != Off && in.Rewards != nil {
-		s := &source{name: SourcePoints, stream: cfg.PointsStream, prefix: cfg.PointsPrefix, durable: cfg.PointsDurable}
-		s.prepare = func(j *job) { in.preparePoint(cfg, j) }
-		out = append(out, s)
+		out = append(out, &binding{src: in.pointsSource(cfg), stream: cfg.PointsStream, prefix: cfg.PointsPrefix, durable: cfg.PointsDurable})
 	}
 	if cfg.EventsStream != Off && in.Platform != nil {
-		s := &source{name: SourceEvents, stream: cfg.EventsStream, prefix: cfg.EventsPrefix, durable: cfg.EventsDurable}
-		s.prepare = func(j *job) { in.prepareEvent(cfg, j) }
-		out = append(out, s)
+		out = append(out, &binding{src: in.eventsSource(cfg), stream: cfg.EventsStream, prefix: cfg.EventsPrefix, durable: cfg.EventsDurable})
 	}
 	return out
 }
@@ -246,7 +256,7 @@ func (in *Ingress) sources(cfg Config) []*source {
 // ones the subjects they lack and the points stream's partitioning (its
 // subject transform); their other settings are the operator's. It returns
 // the streams it partitioned just now.
-func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*source) (migrated map[string]bool, err error) {
+func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*binding) (migrated map[string]bool, err error) {
 	type want struct {
 		subjects  []string
 		maxAge    time.Duration
@@ -263,7 +273,7 @@ func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*sou
 			order = append(order, s.stream)
 		}
 		w.subjects = append(w.subjects, s.prefix+".>")
-		if s.name == SourcePoints {
+		if s.src.name == SourcePoints {
 			w.transform = pointsTransform(s.prefix, cfg.Partitions)
 		}
 	}
@@ -341,148 +351,8 @@ func mustPartitions(tr *jetstream.SubjectTransformConfig, prefix string) int {
 	return n
 }
 
-// receive is the consumers' callback: it reads the message, prepares its
-// job and hands it to the dispatcher. ls is the partition's pin it came
-// under; nil for envelopes.
-func (in *Ingress) receive(d *dispatcher, s *source, m jetstream.Msg, ls *lease) {
-	meta, err := m.Metadata()
-	if err != nil {
-		in.Logger.Error("ingress: a message without JetStream metadata; terminated", "subject", m.Subject(), "error", err)
-		_ = m.Term()
-		return
-	}
-	in.Metrics.consumed.WithLabelValues(s.name).Inc()
-	j := &job{src: s, msg: m, meta: meta, key: s.name + "/" + m.Subject(), subject: m.Subject(), lease: ls}
-	if s.name == SourcePoints {
-		j.subject, _ = PublishedSubject(m.Subject())
-	} else {
-		in.Metrics.pending.WithLabelValues(s.name).Set(float64(meta.NumPending))
-	}
-	s.prepare(j)
-	if in.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		traceJob(in.Logger, j)
-	}
-	d.submit(j)
-}
-
-// traceJob logs, at debug level, the message's arrival and its handling's
-// start and end.
-func traceJob(log *slog.Logger, j *job) {
-	pin := ""
-	if j.lease != nil {
-		pin = j.lease.pin
-	}
-	log = log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream, "deliveries", j.meta.NumDelivered,
-		"consumer", j.meta.Consumer, "pin", pin, "dedup_key", j.dedupKey)
-	log.Debug("ingress: received")
-	apply := j.apply
-	if apply == nil {
-		return
-	}
-	j.apply = func(ctx context.Context) (string, error) {
-		log.Debug("ingress: applying")
-		outcome, err := apply(ctx)
-		log.Debug("ingress: applied", "outcome", outcome, "error", err)
-		return outcome, err
-	}
-}
-
-// preparePoint reads a point event: its tenant and customer from the
-// subject, the event from the body, the dedup key (DedupKey); anything
-// wrong is a Rejection, dead-lettered without reaching Temporal.
-func (in *Ingress) preparePoint(cfg Config, j *job) {
-	tenant, customer, err := ParsePointsSubject(cfg.PointsPrefix, j.subject)
-	if err != nil {
-		j.err = reject(ReasonInvalidSubject, err)
-		return
-	}
-	// One subject per customer: the subject is the ordering key.
-	if !knownTenant(cfg, tenant) {
-		j.err = reject(ReasonUnknownTenant, fmt.Errorf("tenant %q is not served by this ingress", tenant))
-		return
-	}
-	var ev workflows.PointEvent
-	if err := contracts.DecodeObject(j.msg.Data(), &ev); err != nil {
-		j.err = reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
-		return
-	}
-	ev.DedupKey, _ = DedupKey(ev.DedupKey, j.msg.Headers(), j.meta.Stream, j.meta.Sequence.Stream)
-	j.dedupKey = ev.DedupKey
-	if err := ev.Validate(); err != nil {
-		j.err = reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
-		return
-	}
-	j.tenant = tenant
-	rc := in.Rewards.For(tenant)
-	j.apply = func(ctx context.Context) (string, error) {
-		return pointOutcome(rc.ApplyPoints(ctx, customer, ev))
-	}
-	j.point = &pointJob{
-		entity: workflows.RewardsWorkflowIDFor(tenant, customer),
-		event:  ev,
-		send: func(ctx context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error) {
-			return rc.ApplyPointsBatch(ctx, customer, events)
-		},
-	}
-}
-
-// prepareEvent reads an event envelope: its tenant from the subject (which
-// must be the envelope's), the envelope strictly (contracts), its event_id
-// derived from the content when missing, so that a redelivery starts
-// nothing new.
-func (in *Ingress) prepareEvent(cfg Config, j *job) {
-	tenant, err := ParseEventsSubject(cfg.EventsPrefix, j.msg.Subject())
-	if err != nil {
-		j.err = reject(ReasonInvalidSubject, err)
-		return
-	}
-	if !knownTenant(cfg, tenant) {
-		j.err = reject(ReasonUnknownTenant, fmt.Errorf("tenant %q is not served by this ingress", tenant))
-		return
-	}
-	env, err := contracts.ParseEventEnvelope(j.msg.Data())
-	if err != nil {
-		j.err = reject(ReasonInvalidPayload, err)
-		return
-	}
-	if env.TenantID != tenant {
-		j.err = reject(ReasonTenantMismatch, fmt.Errorf("envelope of tenant %q published on %s", env.TenantID, j.msg.Subject()))
-		return
-	}
-	env.EnsureEventID()
-	j.dedupKey = env.EventID
-	// Events have no order among themselves; one event's deliveries are
-	// handled one at a time.
-	j.key = SourceEvents + "/" + tenant + "/" + env.EventID
-	j.tenant = tenant
-	j.apply = func(ctx context.Context) (string, error) {
-		routed, err := in.Platform.Deliver(ctx, env)
-		if err != nil {
-			return "", err
-		}
-		if len(routed.Runs) == 0 {
-			return OutcomeNoRuns, nil
-		}
-		for _, r := range routed.Runs {
-			if !r.Duplicate {
-				return OutcomeApplied, nil
-			}
-		}
-		return OutcomeDuplicate, nil
-	}
-}
-
-func knownTenant(cfg Config, tenantID string) bool {
-	if len(cfg.Tenants) == 0 {
-		return true
-	}
-	return slices.ContainsFunc(cfg.Tenants, func(t string) bool {
-		return tenant.Normalize(t) == tenant.Normalize(tenantID)
-	})
-}
-
 // pollLag reads the consumer's lag every LagInterval.
-func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jetstream.Consumer) {
+func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *binding, cons jetstream.Consumer) {
 	t := time.NewTicker(cfg.LagInterval)
 	defer t.Stop()
 	for {
@@ -497,8 +367,8 @@ func (in *Ingress) pollLag(ctx context.Context, cfg Config, s *source, cons jets
 		if err != nil {
 			continue
 		}
-		in.Metrics.pending.WithLabelValues(s.name).Set(float64(info.NumPending))
-		in.Metrics.ackPending.WithLabelValues(s.name).Set(float64(info.NumAckPending))
+		in.Metrics.pending.WithLabelValues(s.src.name).Set(float64(info.NumPending))
+		in.Metrics.ackPending.WithLabelValues(s.src.name).Set(float64(info.NumAckPending))
 	}
 }
 
@@ -556,7 +426,7 @@ func (r *points) inheritUnacked(ctx context.Context, l *lane) (unacked, customer
 		if meta.Sequence.Stream > last {
 			break
 		}
-		keys[r.src.name+"/"+m.Subject()] = true
+		keys[r.src.src.name+"/"+m.Subject()] = true
 		read++
 		if meta.Sequence.Stream == last || meta.NumPending == 0 {
 			break

@@ -61,7 +61,7 @@ type points struct {
 	in      *Ingress
 	cfg     Config
 	d       *dispatcher
-	src     *source
+	src     *binding
 	stream  jetstream.Stream
 	parts   []*lane
 	legacy  *lane
@@ -106,7 +106,7 @@ func checkPinned(cons jetstream.Consumer, stream string) error {
 // its older messages, if it holds any and no consumer had them, get a
 // consumer of their own, drained before the partitions.
 // runCtx bounds the lanes' JetStream requests once they run.
-func (in *Ingress) startPoints(ctx, runCtx context.Context, cfg Config, d *dispatcher, src *source, migrated bool) (*points, error) {
+func (in *Ingress) startPoints(ctx, runCtx context.Context, cfg Config, d *dispatcher, src *binding, migrated bool) (*points, error) {
 	stream, err := in.JS.Stream(ctx, src.stream)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: stream %s: %w", src.stream, err)
@@ -487,7 +487,7 @@ func (l *lane) receive(m jetstream.Msg) {
 			return
 		}
 	}
-	l.r.in.receive(l.r.d, l.r.src, m, ls)
+	l.r.in.deliver(l.r.d, m, ls)
 }
 
 // handBack nacks a message for whoever holds the lane next.

@@ -17,13 +17,13 @@ import (
 // submitTenant hands the dispatcher a message of tenant's, key key, whose
 // handling is apply.
 func (h *harness) submitTenant(m *fakeMsg, tenant, key string, apply func(context.Context) (string, error)) {
-	h.d.submit(&job{src: h.src, msg: m, meta: &m.meta, key: key, tenant: tenant, apply: apply})
+	h.d.submit(&job{src: h.src, msg: m, pos: m.meta, key: key, tenant: tenant, apply: apply})
 }
 
 // again is m delivered once more (after a nak).
 func again(m *fakeMsg) *fakeMsg {
-	r := newFakeMsg(m.subject, m.meta.Sequence.Stream)
-	r.meta.NumDelivered = m.meta.NumDelivered + 1
+	r := newFakeMsg(m.subject, m.meta.Sequence)
+	r.meta.Delivered = m.meta.Delivered + 1
 	return r
 }
 
@@ -207,10 +207,10 @@ func TestTenantQuotaAppliesToParkedPointBatches(t *testing.T) {
 	for i, pts := range []int64{1, 2, 3} {
 		m := newFakeMsg("rewards.t-1.a.points", uint64(i+1))
 		msgs = append(msgs, m)
-		j := &job{src: h.src, msg: m, meta: &m.meta, key: "points/a", tenant: "t-1",
-			point: &pointJob{entity: "rewards-t-1-a", event: workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}, send: entity.send}}
+		ev := workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
+		j := &job{src: h.src, msg: m, pos: m.meta, key: "points/a", tenant: "t-1", batch: pointBatch("rewards-t-1-a", ev, entity.send)}
 		j.apply = func(ctx context.Context) (string, error) {
-			res, err := entity.send(ctx, []workflows.PointEvent{j.point.event})
+			res, err := entity.send(ctx, []workflows.PointEvent{ev})
 			if err != nil {
 				return "", err
 			}
