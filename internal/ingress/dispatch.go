@@ -96,25 +96,22 @@ type waiter struct {
 // enqueue puts j in the key's queue in stream order: a message that comes
 // back (after a failure, or handed back by another process) goes before
 // the later ones queued meanwhile.
-func (ks *keyState) enqueue(j *job) {
-	seq := j.pos.Sequence
-	i := len(ks.queue)
-	for i > 0 && ks.queue[i-1].pos.Sequence > seq {
-		i--
-	}
-	ks.queue = slices.Insert(ks.queue, i, j)
-}
+func (ks *keyState) enqueue(j *job) { ks.queue = inSequence(ks.queue, j) }
 
 // holdBehind keeps j, which came while an earlier message of the key is
 // away, until that one is back (promote).
 func (ks *keyState) holdBehind(j *job) {
-	seq := j.pos.Sequence
-	i := len(ks.behind)
-	for i > 0 && ks.behind[i-1].pos.Sequence > seq {
+	ks.behind = inSequence(ks.behind, j)
+	delete(ks.waiting, j.pos.Sequence) // it is here: the key no longer waits for it
+}
+
+// inSequence inserts j into jobs, which are in stream order, at its place.
+func inSequence(jobs []*job, j *job) []*job {
+	i := len(jobs)
+	for i > 0 && jobs[i-1].pos.Sequence > j.pos.Sequence {
 		i--
 	}
-	ks.behind = slices.Insert(ks.behind, i, j)
-	delete(ks.waiting, seq) // it is here: the key no longer waits for it
+	return slices.Insert(jobs, i, j)
 }
 
 // promote moves the messages held behind that no message still away comes
