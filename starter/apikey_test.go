@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/entityflow/entityflow/internal/apiserver"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -173,10 +174,10 @@ func TestAuthFlagsDescribe(t *testing.T) {
 		{[]string{"-trusted-proxies", "10.0.0.0/8, fd00::/8"}, true, "auth: API keys; tenant rate 100/s, burst 200; client address: X-Forwarded-For through 2 trusted proxy ranges; GET /metrics without a token (the API listens on loopback only)"},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		var f authFlags
-		addAuthFlags(fs, &f)
+		var a apiserver.AuthConfig
+		check := addAuthFlags(fs, &a)
 		require.NoError(t, fs.Parse(tt.args))
-		require.NoError(t, f.check())
-		assert.Equal(t, tt.want, f.describe(tt.loopbackOnly))
+		require.NoError(t, check())
+		assert.Equal(t, tt.want, a.Describe(tt.loopbackOnly))
 	}
 }

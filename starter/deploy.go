@@ -66,44 +66,53 @@ func parseDeploy(fs *flag.FlagSet, args []string) (deployRequest, error) {
 	if fs.NArg() > 0 {
 		return deployRequest{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if err := rollout.ValidateDeployment(req.deployment); err != nil {
+	if err := req.check(percent, isSet(fs, "percent")); err != nil {
 		return deployRequest{}, err
 	}
-	switch req.sub {
+	return req, nil
+}
+
+// check checks the names and numbers of a parsed request and completes it:
+// percent is ramp's -percent as parsed, percentSet whether it was given.
+func (r *deployRequest) check(percent float64, percentSet bool) error {
+	if err := rollout.ValidateDeployment(r.deployment); err != nil {
+		return err
+	}
+	switch r.sub {
 	case "set-current":
-		if req.buildID == "" {
-			return deployRequest{}, errors.New("-build-id is required")
+		if r.buildID == "" {
+			return errors.New("-build-id is required")
 		}
-		if err := rollout.ValidateBuildID(req.buildID); err != nil {
-			return deployRequest{}, err
+		if err := rollout.ValidateBuildID(r.buildID); err != nil {
+			return err
 		}
 	case "ramp":
-		if req.buildID == "" {
-			return deployRequest{}, errors.New("-build-id is required")
+		if r.buildID == "" {
+			return errors.New("-build-id is required")
 		}
-		if err := rollout.ValidateBuildID(req.buildID); err != nil {
-			return deployRequest{}, err
+		if err := rollout.ValidateBuildID(r.buildID); err != nil {
+			return err
 		}
-		if !isSet(fs, "percent") {
-			return deployRequest{}, errors.New("-percent is required (more than 0, at most 100)")
+		if !percentSet {
+			return errors.New("-percent is required (more than 0, at most 100)")
 		}
-		req.percent = float32(percent)
+		r.percent = float32(percent)
 		if percent == 0 {
-			return deployRequest{}, fmt.Errorf("-percent 0: a ramp at 0%% sends no new entity to %s; to end a ramp, make its version current (starter deploy set-current -build-id %s) or remove the ramp (temporal worker deployment set-ramping-version --deployment-name %s --delete)", req.buildID, req.buildID, req.deployment)
+			return fmt.Errorf("-percent 0: a ramp at 0%% sends no new entity to %s; to end a ramp, make its version current (starter deploy set-current -build-id %s) or remove the ramp (temporal worker deployment set-ramping-version --deployment-name %s --delete)", r.buildID, r.buildID, r.deployment)
 		}
-		if !(req.percent > 0 && req.percent <= 100) { // NaN too
-			return deployRequest{}, fmt.Errorf("-percent %v: must be more than 0 and at most 100", percent)
+		if !(r.percent > 0 && r.percent <= 100) { // NaN too
+			return fmt.Errorf("-percent %v: must be more than 0 and at most 100", percent)
 		}
 	case "nudge":
-		if !(req.nudge.Rate > 0) || math.IsInf(req.nudge.Rate, 0) { // NaN too
-			return deployRequest{}, fmt.Errorf("-rate %v: must be a positive number", req.nudge.Rate)
+		if !(r.nudge.Rate > 0) || math.IsInf(r.nudge.Rate, 0) { // NaN too
+			return fmt.Errorf("-rate %v: must be a positive number", r.nudge.Rate)
 		}
-		if req.nudge.Max < 0 {
-			return deployRequest{}, fmt.Errorf("-max %d: must be 0 (all) or more", req.nudge.Max)
+		if r.nudge.Max < 0 {
+			return fmt.Errorf("-max %d: must be 0 (all) or more", r.nudge.Max)
 		}
-		req.nudge.Deployment = req.deployment
+		r.nudge.Deployment = r.deployment
 	}
-	return req, nil
+	return nil
 }
 
 // isSet reports whether flag name was given on the command line.

@@ -1,55 +1,37 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/ingress"
-	"github.com/entityflow/entityflow/internal/platform"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/internal/workerprocess"
 )
-
-// ingestConfig is what the flags ask of the JetStream ingress the worker
-// runs beside its task queues (-ingest).
-type ingestConfig struct {
-	enabled bool
-	natsURL string
-	// nats is the TLS and the credential the ingress connects with.
-	nats    ingress.Security
-	ingress ingress.Config
-}
 
 // addIngestFlags defines the ingress's flags on fs (their environment
 // variables, INGEST_* and NATS_*, are in environment). The returned func
 // checks what was parsed; call it after parsing.
-func addIngestFlags(fs *flag.FlagSet, c *ingestConfig) func() error {
-	ic := &c.ingress
+func addIngestFlags(fs *flag.FlagSet, c *workerprocess.IngestConfig) func() error {
+	ic := &c.Ingress
 	var tenants, tenantRates string
 	var tenantRate float64
-	fs.BoolVar(&c.enabled, "ingest", false, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that")
-	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress, comma-separated")
-	fs.StringVar(&c.nats.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
-	fs.StringVar(&c.nats.CertFile, "nats-cert", "", "PEM `file` of the ingress's TLS client certificate, with -nats-key")
-	fs.StringVar(&c.nats.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
-	fs.StringVar(&c.nats.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
-	fs.StringVar(&c.nats.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
-	fs.StringVar(&c.nats.User, "nats-user", "", "NATS `user`, with its password")
-	fs.StringVar(&c.nats.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
-	fs.StringVar(&c.nats.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
+	fs.BoolVar(&c.Enabled, "ingest", false, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that")
+	fs.StringVar(&c.NATSURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress, comma-separated")
+	fs.StringVar(&c.NATS.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
+	fs.StringVar(&c.NATS.CertFile, "nats-cert", "", "PEM `file` of the ingress's TLS client certificate, with -nats-key")
+	fs.StringVar(&c.NATS.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
+	fs.StringVar(&c.NATS.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
+	fs.StringVar(&c.NATS.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
+	fs.StringVar(&c.NATS.User, "nats-user", "", "NATS `user`, with its password")
+	fs.StringVar(&c.NATS.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
+	fs.StringVar(&c.NATS.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
 	fs.StringVar(&ic.PointsStream, "ingest-points-stream", ingress.DefaultPointsStream, "JetStream `stream` of point events, or off")
 	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", ingress.DefaultPointsPrefix, "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points")
 	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", ingress.DefaultPointsDurable, "durable consumer `name` of point events, {name}-{partition} per partition")
@@ -71,49 +53,56 @@ func addIngestFlags(fs *flag.FlagSet, c *ingestConfig) func() error {
 	fs.Float64Var(&tenantRate, "ingest-tenant-rate", 0, "each tenant's quota in messages applied per `second` by this process; over it a tenant's messages are nacked until its next token (never dead-lettered, not counted as attempts); 0 or inf: no limit")
 	fs.IntVar(&ic.TenantBurst, "ingest-tenant-burst", 0, "messages a tenant may have applied at once above its quota; 0: one second of its rate")
 	fs.StringVar(&tenantRates, "ingest-tenant-rates", "", "per-tenant quotas over -ingest-tenant-rate, comma-separated `tenant=rate` pairs such as t-1=50,t-2=inf")
-	return func() error {
-		if !c.enabled {
-			return nil
-		}
-		for _, t := range strings.Split(tenants, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				ic.Tenants = append(ic.Tenants, t)
-			}
-		}
-		var err error
-		if ic.TenantRate, ic.TenantRates, err = parseTenantRates(tenantRate, tenantRates); err != nil {
-			return err
-		}
-		for _, n := range []struct {
-			name string
-			v    int
-		}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-partitions", ic.Partitions}} {
-			if n.v < 1 {
-				return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
-			}
-		}
-		switch {
-		case ic.MaxPerCustomer < 0:
-			return fmt.Errorf("-ingest-max-per-customer must be 0 (no bound but -ingest-max-ack-pending) or more, not %d", ic.MaxPerCustomer)
-		case ic.Retry.MaxDeliveries < 0:
-			return fmt.Errorf("-ingest-max-deliveries must be 0 (never give up) or more, not %d", ic.Retry.MaxDeliveries)
-		case ic.Retry.MaxDeliveries == 0:
-			ic.Retry.MaxDeliveries = ingress.NeverGiveUp // 0 in a Config means the default
-		}
-		if ic.AckWait < time.Second {
-			return fmt.Errorf("-ingest-ack-wait must be at least 1s, not %v", ic.AckWait)
-		}
-		if ic.PinnedTTL < 2*time.Second {
-			return fmt.Errorf("-ingest-pin-ttl must be at least 2s, not %v", ic.PinnedTTL)
-		}
-		if ic.StreamDuplicates < 0 {
-			return fmt.Errorf("-ingest-stream-duplicates must not be negative, not %v", ic.StreamDuplicates)
-		}
-		if err := c.nats.Validate(); err != nil {
-			return err
-		}
-		return ic.Validate()
+	return func() error { return checkIngest(c, tenants, tenantRates, tenantRate) }
+}
+
+// checkIngest checks the ingress's flags as parsed into c, when the ingress
+// is enabled, and completes c.Ingress with the served tenants and the
+// quotas, given as the raw values of -ingest-tenants, -ingest-tenant-rates
+// and -ingest-tenant-rate.
+func checkIngest(c *workerprocess.IngestConfig, tenants, tenantRates string, tenantRate float64) error {
+	ic := &c.Ingress
+	if !c.Enabled {
+		return nil
 	}
+	for _, t := range strings.Split(tenants, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			ic.Tenants = append(ic.Tenants, t)
+		}
+	}
+	var err error
+	if ic.TenantRate, ic.TenantRates, err = parseTenantRates(tenantRate, tenantRates); err != nil {
+		return err
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"-ingest-max-ack-pending", ic.MaxAckPending}, {"-ingest-workers", ic.Workers}, {"-ingest-partitions", ic.Partitions}} {
+		if n.v < 1 {
+			return fmt.Errorf("%s must be at least 1, not %d", n.name, n.v)
+		}
+	}
+	switch {
+	case ic.MaxPerCustomer < 0:
+		return fmt.Errorf("-ingest-max-per-customer must be 0 (no bound but -ingest-max-ack-pending) or more, not %d", ic.MaxPerCustomer)
+	case ic.Retry.MaxDeliveries < 0:
+		return fmt.Errorf("-ingest-max-deliveries must be 0 (never give up) or more, not %d", ic.Retry.MaxDeliveries)
+	case ic.Retry.MaxDeliveries == 0:
+		ic.Retry.MaxDeliveries = ingress.NeverGiveUp // 0 in a Config means the default
+	}
+	if ic.AckWait < time.Second {
+		return fmt.Errorf("-ingest-ack-wait must be at least 1s, not %v", ic.AckWait)
+	}
+	if ic.PinnedTTL < 2*time.Second {
+		return fmt.Errorf("-ingest-pin-ttl must be at least 2s, not %v", ic.PinnedTTL)
+	}
+	if ic.StreamDuplicates < 0 {
+		return fmt.Errorf("-ingest-stream-duplicates must not be negative, not %v", ic.StreamDuplicates)
+	}
+	if err := c.NATS.Validate(); err != nil {
+		return err
+	}
+	return ic.Validate()
 }
 
 // parseTenantRates reads -ingest-tenant-rate (0 or inf: no limit) and
@@ -148,35 +137,4 @@ func parseTenantRates(all float64, perTenant string) (rate.Limit, map[string]rat
 		rates[strings.TrimSpace(tenant)] = limit(f)
 	}
 	return base, rates, nil
-}
-
-// startIngress connects to NATS (waiting until it answers) and runs the
-// ingress until ctx ends, its metrics on reg (nil: none). The returned
-// channel yields Run's result once it has stopped: an error if it could not
-// start, nil after a shutdown that nacked what was queued and gave the
-// messages in flight their StopTimeout.
-func startIngress(ctx context.Context, cfg ingestConfig, c client.Client, dc converter.DataConverter, st *store.Store, reg prometheus.Registerer, logger *slog.Logger) (<-chan error, error) {
-	nc, err := ingress.Connect(ctx, cfg.natsURL, "entityflow worker ingress", cfg.nats, logger)
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("JetStream on %s: %w", nc.ConnectedUrlRedacted(), err)
-	}
-	in := &ingress.Ingress{
-		Config: cfg.ingress, JS: js, Metrics: ingress.NewMetrics(reg), Logger: logger,
-		// A few quick tries in place (a customer's later messages wait
-		// behind them), then the message is nacked and backs off.
-		Rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: 2 * time.Second, AttemptTimeout: 15 * time.Second, Logger: logger},
-		Platform: &platform.Service{Store: st, Temporal: c, DataConverter: dc, Logger: logger},
-	}
-	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted(), "nats_security", cfg.nats.String())
-	done := make(chan error, 1)
-	go func() {
-		defer nc.Close()
-		done <- in.Run(ctx)
-	}()
-	return done, nil
 }

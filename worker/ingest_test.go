@@ -34,10 +34,10 @@ func TestParseIngestConfig(t *testing.T) {
 		want    func(config) bool
 		wantErr string // a part of the error; empty: no error
 	}{
-		{name: "off by default", want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "off by default", want: func(c config) bool { return !c.Ingest.Enabled }},
 		{name: "defaults", args: on, want: func(c config) bool {
-			ic := c.ingest.ingress
-			return c.ingest.enabled && c.ingest.natsURL == "nats://127.0.0.1:4222" && len(c.taskQueues()) == 2 &&
+			ic := c.Ingest.Ingress
+			return c.Ingest.Enabled && c.Ingest.NATSURL == "nats://127.0.0.1:4222" && len(c.TaskQueues) == 2 &&
 				ic.PointsStream == ingress.DefaultPointsStream && ic.PointsPrefix == "rewards" && ic.PointsDurable == "ingest-points" &&
 				ic.EventsStream == ingress.DefaultEventsStream && ic.EventsPrefix == "events" && ic.EventsDurable == "ingest-events" &&
 				ic.DeadLetterStream == ingress.DefaultDeadLetterStream && ic.MaxAckPending == 1000 && ic.Workers == 64 &&
@@ -49,32 +49,32 @@ func TestParseIngestConfig(t *testing.T) {
 			"INGEST_MAX_ACK_PENDING": "50", "INGEST_ACK_WAIT": "1m", "INGEST_TENANTS": "t-1, default", "INGEST_EVENTS_STREAM": "off",
 			"INGEST_STREAM_DUPLICATES": "10m", "INGEST_PARTITIONS": "3", "INGEST_PIN_TTL": "4s",
 		}, want: func(c config) bool {
-			ic := c.ingest.ingress
-			return c.ingest.enabled && c.ingest.natsURL == "nats://nats:4222" && ic.PointsStream == "P" && ic.PointsPrefix == "acme.rewards" &&
+			ic := c.Ingest.Ingress
+			return c.Ingest.Enabled && c.Ingest.NATSURL == "nats://nats:4222" && ic.PointsStream == "P" && ic.PointsPrefix == "acme.rewards" &&
 				ic.MaxAckPending == 50 && ic.AckWait == time.Minute && slices.Equal(ic.Tenants, []string{"t-1", "default"}) &&
 				ic.EventsStream == ingress.Off && ic.StreamDuplicates == 10*time.Minute && ic.Partitions == 3 && ic.PinnedTTL == 4*time.Second
 		}},
 		{name: "ingress only", args: []string{"-ingest", "-task-queues", "none"}, want: func(c config) bool {
-			return c.ingest.enabled && c.taskQueues() == nil
+			return c.Ingest.Enabled && c.TaskQueues == nil
 		}},
 		{name: "flag over environment", args: []string{"-ingest", "-ingest-max-per-customer", "4", "-ingest-workers", "8"}, env: map[string]string{"INGEST_MAX_PER_CUSTOMER": "32"}, want: func(c config) bool {
-			return c.ingest.ingress.MaxPerCustomer == 4 && c.ingest.ingress.Workers == 8
+			return c.Ingest.Ingress.MaxPerCustomer == 4 && c.Ingest.Ingress.Workers == 8
 		}},
 		{name: "tenant quotas", args: []string{"-ingest", "-ingest-tenant-rate", "20", "-ingest-tenant-burst", "5", "-ingest-tenant-rates", "t-1=50, t-2=inf"}, want: func(c config) bool {
-			ic := c.ingest.ingress
+			ic := c.Ingest.Ingress
 			return ic.TenantRate == 20 && ic.TenantBurst == 5 && maps.Equal(ic.TenantRates, map[string]rate.Limit{"t-1": 50, "t-2": rate.Inf})
 		}},
 		{name: "tenant quotas from the environment", args: on, env: map[string]string{"INGEST_TENANT_RATE": "inf", "INGEST_TENANT_RATES": "t-1=5"}, want: func(c config) bool {
-			ic := c.ingest.ingress
+			ic := c.Ingest.Ingress
 			return ic.TenantRate == 0 && ic.TenantBurst == 0 && maps.Equal(ic.TenantRates, map[string]rate.Limit{"t-1": 5})
 		}},
 		{name: "no tenant quota by default", args: on, want: func(c config) bool {
-			ic := c.ingest.ingress
+			ic := c.Ingest.Ingress
 			return ic.TenantRate == 0 && ic.TenantRates == nil
 		}},
-		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.ingest.enabled }},
-		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.ingest.ingress.Retry.MaxDeliveries == ingress.NeverGiveUp }},
-		{name: "settings unchecked while off", args: []string{"-ingest-workers", "0"}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "off by flag over environment", args: []string{"-ingest=false"}, env: map[string]string{"INGEST_ENABLED": "1"}, want: func(c config) bool { return !c.Ingest.Enabled }},
+		{name: "max deliveries 0: never give up", args: []string{"-ingest", "-ingest-max-deliveries", "0"}, want: func(c config) bool { return c.Ingest.Ingress.Retry.MaxDeliveries == ingress.NeverGiveUp }},
+		{name: "settings unchecked while off", args: []string{"-ingest-workers", "0"}, want: func(c config) bool { return !c.Ingest.Enabled }},
 		{name: "nothing to do", args: []string{"-task-queues", "none"}, wantErr: "nothing to do"},
 		{name: "bad switch in the environment", env: map[string]string{"INGEST_ENABLED": "yes please"}, wantErr: "INGEST_ENABLED"},
 		{name: "bad number in the environment", env: map[string]string{"INGEST_WORKERS": "many"}, wantErr: "INGEST_WORKERS"},
@@ -99,20 +99,20 @@ func TestParseIngestConfig(t *testing.T) {
 		{name: "negative tenant burst", args: []string{"-ingest", "-ingest-tenant-burst", "-1"}, wantErr: "tenant burst"},
 		{name: "bad tenant rate in the environment", env: map[string]string{"INGEST_TENANT_RATE": "fast"}, wantErr: "INGEST_TENANT_RATE"},
 		{name: "bad tenant", args: []string{"-ingest", "-ingest-tenants", "t-1,-x"}, wantErr: `served tenant: tenant ID "-x"`},
-		{name: "NATS: plain text without credentials by default", args: on, want: func(c config) bool { return c.ingest.nats == ingress.Security{} }},
+		{name: "NATS: plain text without credentials by default", args: on, want: func(c config) bool { return c.Ingest.NATS == ingress.Security{} }},
 		{name: "NATS: TLS, client certificate and user from the environment", env: map[string]string{
 			"INGEST_ENABLED": "true", "NATS_CA": ca, "NATS_CERT": cert, "NATS_KEY": key, "NATS_USER": "ingress", "NATS_PASSWORD": "s3cret",
 		}, want: func(c config) bool {
-			return c.ingest.nats == ingress.Security{CAFile: ca, CertFile: cert, KeyFile: key, User: "ingress", Password: "s3cret"}
+			return c.Ingest.NATS == ingress.Security{CAFile: ca, CertFile: cert, KeyFile: key, User: "ingress", Password: "s3cret"}
 		}},
 		{name: "NATS: creds file by flag", args: []string{"-ingest", "-nats-ca", ca, "-nats-creds", creds}, want: func(c config) bool {
-			return c.ingest.nats == ingress.Security{CAFile: ca, CredsFile: creds}
+			return c.Ingest.NATS == ingress.Security{CAFile: ca, CredsFile: creds}
 		}},
 		{name: "NATS: nkey flag over the environment's", args: []string{"-ingest", "-nats-nkey", nkey}, env: map[string]string{"NATS_NKEY": missing}, want: func(c config) bool {
-			return c.ingest.nats.NkeyFile == nkey
+			return c.Ingest.NATS.NkeyFile == nkey
 		}},
-		{name: "NATS: token from the environment", args: on, env: map[string]string{"NATS_TOKEN": "t0ken"}, want: func(c config) bool { return c.ingest.nats.Token == "t0ken" }},
-		{name: "NATS: settings unchecked while off", env: map[string]string{"NATS_CERT": cert}, want: func(c config) bool { return !c.ingest.enabled }},
+		{name: "NATS: token from the environment", args: on, env: map[string]string{"NATS_TOKEN": "t0ken"}, want: func(c config) bool { return c.Ingest.NATS.Token == "t0ken" }},
+		{name: "NATS: settings unchecked while off", env: map[string]string{"NATS_CERT": cert}, want: func(c config) bool { return !c.Ingest.Enabled }},
 		{name: "NATS: certificate without its key", args: []string{"-ingest", "-nats-cert", cert}, wantErr: "both -nats-cert and -nats-key"},
 		{name: "NATS: key without its certificate", args: []string{"-ingest", "-nats-key", key}, wantErr: "both -nats-cert and -nats-key"},
 		{name: "NATS: two credential kinds", args: []string{"-ingest", "-nats-creds", creds}, env: map[string]string{"NATS_TOKEN": "t0ken"}, wantErr: "one kind at a time, not creds and token"},

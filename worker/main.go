@@ -49,27 +49,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 	"unicode"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/internal/flagenv"
-	"github.com/entityflow/entityflow/internal/metricsendpoint"
-	"github.com/entityflow/entityflow/internal/platformworker"
 	"github.com/entityflow/entityflow/internal/pollers"
-	"github.com/entityflow/entityflow/internal/rewardsworker"
-	"github.com/entityflow/entityflow/internal/sdkmetrics"
-	"github.com/entityflow/entityflow/internal/storeconn"
 	"github.com/entityflow/entityflow/internal/temporalclient"
-	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/internal/workerprocess"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -80,40 +70,44 @@ func main() {
 	}
 }
 
-// config is what the flags and the environment ask of the worker.
+// run reads the configuration and runs the worker process until SIGINT or
+// SIGTERM.
+func run() error {
+	cfg, err := parseConfig(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return workerprocess.Run(ctx, cfg.Config, logger)
+}
+
+// config is what the flags and the environment ask of the worker: the
+// process's configuration and the level of its log.
 type config struct {
-	address, namespace, queues, databaseURL, logLevel, metricsAddr string
-	stopTimeout                                                    time.Duration
-	cacheSize                                                      int
-	// version is the Worker Deployment Version the workers poll as; the
-	// zero value means unversioned.
-	version worker.WorkerDeploymentVersion
-	// rewardsRelease is the newest release of RewardsWorkflow new runs take.
-	rewardsRelease int
-	// pollers is the task pollers of each worker.
-	pollers pollers.Setting
-	// ingest is the JetStream ingress, when enabled.
-	ingest ingestConfig
+	workerprocess.Config
+	logLevel slog.Level
 }
 
 // noQueues is the -task-queues value of a process that polls no task queue
 // (an ingress only).
 const noQueues = "none"
 
-// taskQueues returns the task queues to poll.
-func (c config) taskQueues() []string {
-	if strings.TrimSpace(c.queues) == noQueues {
+// taskQueues returns the task queues of a -task-queues value.
+func taskQueues(flagValue string) []string {
+	if strings.TrimSpace(flagValue) == noQueues {
 		return nil
 	}
-	queues := strings.Split(c.queues, ",")
+	queues := strings.Split(flagValue, ",")
 	for i, q := range queues {
 		queues[i] = strings.TrimSpace(q)
 	}
 	return queues
 }
-
-// versioned reports whether the workers run under Worker Deployment Versioning.
-func (c config) versioned() bool { return c.version != worker.WorkerDeploymentVersion{} }
 
 // environment names the environment variable of each flag that has one: a
 // flag given on the command line beats its variable, which beats the flag's
@@ -165,24 +159,13 @@ var environment = flagenv.Vars{
 }
 
 // parseConfig reads the flags in args over the environment (see
-// environment); help and flag errors go to output.
+// environment) and checks them; help and flag errors go to output.
 func parseConfig(args []string, output io.Writer) (config, error) {
-	var c config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&c.address, "address", "", "Temporal frontend `host:port` (default "+temporalclient.DefaultAddress+")")
-	fs.StringVar(&c.namespace, "namespace", "", "Temporal `namespace` (default default)")
-	fs.StringVar(&c.queues, "task-queues", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue, "comma-separated task `queues` to poll, or none (with -ingest: an ingress only)")
-	fs.StringVar(&c.databaseURL, "database-url", "", "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
-	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
-	fs.IntVar(&c.cacheSize, "sticky-cache-size", 2000, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint, or off")
-	fs.StringVar(&c.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
-	fs.StringVar(&c.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
-	fs.IntVar(&c.rewardsRelease, "rewards-release", workflows.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", workflows.RewardsRelease))
-	pollersFlag := fs.String("pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
-	checkIngest := addIngestFlags(fs, &c.ingest)
+	values := addFlags(fs)
+	var c config
+	checkIngest := addIngestFlags(fs, &c.Ingest)
 	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return config{}, err
 	}
@@ -192,23 +175,64 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	if err := checkIngest(); err != nil {
 		return config{}, err
 	}
-	if c.taskQueues() == nil && !c.ingest.enabled {
-		return config{}, errors.New("-task-queues none (or TASK_QUEUES=none) leaves nothing to do without -ingest (or INGEST_ENABLED=true)")
-	}
-	if c.cacheSize < 1 {
-		return config{}, fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.cacheSize)
-	}
-	var err error
-	if c.pollers, err = pollers.Parse(*pollersFlag); err != nil {
-		return config{}, fmt.Errorf("-pollers (or WORKER_POLLERS): %w", err)
-	}
-	if c.rewardsRelease < 1 || c.rewardsRelease > workflows.RewardsRelease {
-		return config{}, fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", workflows.RewardsRelease, c.rewardsRelease)
-	}
-	if err := validateVersion(c.version); err != nil {
+	if err := values.fill(&c); err != nil {
 		return config{}, err
 	}
 	return c, nil
+}
+
+// flagValues are the worker's own flags as parsed, before fill checks them.
+type flagValues struct {
+	address, namespace, queues, databaseURL, logLevel, metricsAddr, pollers string
+	stopTimeout                                                             time.Duration
+	cacheSize, rewardsRelease                                               int
+	version                                                                 worker.WorkerDeploymentVersion
+}
+
+// addFlags defines the worker's flags, but for the ingress's, on fs.
+func addFlags(fs *flag.FlagSet) *flagValues {
+	v := &flagValues{}
+	fs.StringVar(&v.address, "address", "", "Temporal frontend `host:port` (default "+temporalclient.DefaultAddress+")")
+	fs.StringVar(&v.namespace, "namespace", "", "Temporal `namespace` (default default)")
+	fs.StringVar(&v.queues, "task-queues", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue, "comma-separated task `queues` to poll, or none (with -ingest: an ingress only)")
+	fs.StringVar(&v.databaseURL, "database-url", "", "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL")
+	fs.StringVar(&v.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	fs.DurationVar(&v.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
+	fs.IntVar(&v.cacheSize, "sticky-cache-size", 2000, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB")
+	fs.StringVar(&v.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint, or "+workerprocess.MetricsOff)
+	fs.StringVar(&v.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
+	fs.StringVar(&v.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
+	fs.IntVar(&v.rewardsRelease, "rewards-release", workflows.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", workflows.RewardsRelease))
+	fs.StringVar(&v.pollers, "pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
+	return v
+}
+
+// fill checks the parsed values and puts them in c, whose ingress
+// addIngestFlags filled.
+func (v *flagValues) fill(c *config) error {
+	c.Address, c.Namespace, c.DatabaseURL, c.MetricsAddr = v.address, v.namespace, v.databaseURL, v.metricsAddr
+	c.StopTimeout, c.StickyCacheSize, c.Version, c.RewardsRelease = v.stopTimeout, v.cacheSize, v.version, v.rewardsRelease
+	c.TaskQueues = taskQueues(v.queues)
+	if c.TaskQueues == nil && !c.Ingest.Enabled {
+		return errors.New("-task-queues none (or TASK_QUEUES=none) leaves nothing to do without -ingest (or INGEST_ENABLED=true)")
+	}
+	if c.StickyCacheSize < 1 {
+		return fmt.Errorf("-sticky-cache-size (or STICKY_CACHE_SIZE) must be at least 1, not %d", c.StickyCacheSize)
+	}
+	var err error
+	if c.Pollers, err = pollers.Parse(v.pollers); err != nil {
+		return fmt.Errorf("-pollers (or WORKER_POLLERS): %w", err)
+	}
+	if c.RewardsRelease < 1 || c.RewardsRelease > workflows.RewardsRelease {
+		return fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", workflows.RewardsRelease, c.RewardsRelease)
+	}
+	if err := validateVersion(c.Version); err != nil {
+		return err
+	}
+	if err := c.logLevel.UnmarshalText([]byte(v.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	return nil
 }
 
 // What a Temporal server (1.29 to 1.32) accepts in a Worker Deployment
@@ -266,152 +290,4 @@ func validateVersionPart(s string, maxBytes int) error {
 		return errors.New("must not contain quotes or backslashes")
 	}
 	return nil
-}
-
-func run() error {
-	cfg, err := parseConfig(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// Process-wide in the SDK, so set once, before any worker starts.
-	worker.SetStickyWorkflowCacheSize(cfg.cacheSize)
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	opts, err := temporalclient.Options(cfg.address, cfg.namespace, logger)
-	if err != nil {
-		return err
-	}
-	var reg prometheus.Registerer
-	if cfg.metricsAddr != "off" {
-		r := prometheus.NewRegistry()
-		reg = r
-		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		opts.MetricsHandler = sdkmetrics.NewHandler(r)
-		stopMetrics, err := metricsendpoint.Serve(cfg.metricsAddr, "METRICS_ADDR", r, logger)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
-	c, err := temporalclient.Dial(ctx, opts, logger)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
-	st, err := storeconn.Open(ctx, cfg.databaseURL, logger)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	queues := cfg.taskQueues()
-	if cfg.versioned() {
-		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.version.DeploymentName, "build_id", cfg.version.BuildID)
-		if slices.Contains(queues, workflows.RewardsTaskQueue) {
-			warnWithoutPinnedUpgrade(ctx, c, logger)
-		}
-	}
-	for _, q := range queues {
-		w, err := newWorker(c, st, q, opts.Namespace, workerOptions(cfg, q))
-		if err != nil {
-			return err
-		}
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("starting worker on %s: %w", q, err)
-		}
-		defer w.Stop()
-	}
-	version := "unversioned"
-	if cfg.versioned() {
-		version = cfg.version.DeploymentName + ":" + cfg.version.BuildID
-	}
-	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", cfg.queues,
-		"database", st.Dialect(), "deployment_version", version, "rewards_release", cfg.rewardsRelease, "pollers", cfg.pollers.String(), "ingest", cfg.ingest.enabled)
-	if !cfg.ingest.enabled {
-		<-ctx.Done()
-		logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
-		return nil
-	}
-	// The ingress stops before the workers (deferred above), so that the
-	// updates it has in flight can still complete here.
-	ingressDone, err := startIngress(ctx, cfg.ingest, c, opts.DataConverter, st, reg, logger)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while waiting for NATS
-		}
-		return err
-	}
-	select {
-	case err := <-ingressDone: // it could not start, or was stopped while starting
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down: the ingress first, then no new tasks; waiting for in-flight ones", "timeout", cfg.stopTimeout)
-	return <-ingressDone
-}
-
-// warnWithoutPinnedUpgrade logs a warning when the server is too old to tell
-// a pinned workflow that its deployment has a new current version: there a
-// rewards entity stays on the version that started it.
-func warnWithoutPinnedUpgrade(ctx context.Context, c client.Client, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	version, err := temporalclient.ServerVersion(ctx, c)
-	var ok bool
-	if err == nil {
-		ok, err = temporalclient.VersionAtLeast(version, temporalclient.PinnedUpgradeServerVersion)
-	}
-	switch {
-	case err != nil:
-		logger.Warn("could not tell whether this server moves pinned rewards entities to a new version at ContinueAsNew",
-			"needs", temporalclient.PinnedUpgradeServerVersion, "error", err)
-	case !ok:
-		logger.Warn("pinned rewards entities will not move to a new version at ContinueAsNew on this server",
-			"server_version", version, "needs", temporalclient.PinnedUpgradeServerVersion)
-	}
-}
-
-// workerOptions are the worker options of one task queue: the deployment
-// version and the pollers for every queue, the release cap for the rewards
-// entities only.
-func workerOptions(cfg config, queue string) worker.Options {
-	opts := cfg.pollers.Apply(worker.Options{WorkerStopTimeout: cfg.stopTimeout})
-	if cfg.versioned() {
-		// The workflows carry their versioning behaviour from registration
-		// (workflows.RegisterRewards, RegisterPlatform), so no default here:
-		// a workflow registered without one fails at registration instead of
-		// silently taking a behaviour.
-		opts.DeploymentOptions = worker.DeploymentOptions{UseVersioning: true, Version: cfg.version}
-	}
-	if queue == workflows.RewardsTaskQueue {
-		opts.PreferredVersionProvider = workflows.RewardsReleaseCap(cfg.rewardsRelease)
-	}
-	return opts
-}
-
-// newWorker builds the worker for one task queue with what runs there.
-func newWorker(c client.Client, st *store.Store, queue, namespace string, opts worker.Options) (worker.Worker, error) {
-	switch queue {
-	case workflows.RewardsTaskQueue:
-		return rewardsworker.New(c, namespace, activities.StoreRecorder{Store: st}, opts), nil
-	case workflows.ActivitiesTaskQueue:
-		p := &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}
-		return platformworker.New(c, p, opts), nil
-	default:
-		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
-	}
 }

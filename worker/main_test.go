@@ -9,11 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/internal/pollers"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -27,21 +24,21 @@ func TestParseConfig(t *testing.T) {
 		wantErr string // a part of the error; empty: no error
 	}{
 		{name: "defaults: unversioned, newest release", want: func(c config) bool {
-			return !c.versioned() && c.rewardsRelease == workflows.RewardsRelease && c.cacheSize == 2000
+			return !c.Versioned() && c.RewardsRelease == workflows.RewardsRelease && c.StickyCacheSize == 2000
 		}},
 		{name: "versioned by flags", args: []string{"-deployment-name", "entityflow", "-build-id", "v2"}, want: func(c config) bool {
-			return c.versioned() && c.version == worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}
+			return c.Versioned() && c.Version == worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}
 		}},
 		{name: "versioned by environment", env: map[string]string{"WORKER_DEPLOYMENT_NAME": "entityflow", "WORKER_BUILD_ID": "2026.11.23-abc"}, want: func(c config) bool {
-			return c.version == worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "2026.11.23-abc"}
+			return c.Version == worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "2026.11.23-abc"}
 		}},
 		{name: "flag over environment", args: []string{"-build-id", "v3"}, env: map[string]string{"WORKER_DEPLOYMENT_NAME": "entityflow", "WORKER_BUILD_ID": "v2"}, want: func(c config) bool {
-			return c.version.BuildID == "v3"
+			return c.Version.BuildID == "v3"
 		}},
 		{name: "a build ID may hold '.' and ':'", args: []string{"-deployment-name", "entityflow", "-build-id", "v1.2:3"}, want: func(c config) bool {
-			return c.version.BuildID == "v1.2:3"
+			return c.Version.BuildID == "v1.2:3"
 		}},
-		{name: "longest accepted values", args: []string{"-deployment-name", long(maxDeploymentNameBytes), "-build-id", long(maxBuildIDBytes)}, want: config.versioned},
+		{name: "longest accepted values", args: []string{"-deployment-name", long(maxDeploymentNameBytes), "-build-id", long(maxBuildIDBytes)}, want: config.Versioned},
 		{name: "name without build ID", args: []string{"-deployment-name", "entityflow"}, wantErr: "needs -build-id"},
 		{name: "build ID without name", env: map[string]string{"WORKER_BUILD_ID": "v2"}, wantErr: "needs -deployment-name"},
 		{name: "name with a dot", args: []string{"-deployment-name", "entity.flow", "-build-id", "v2"}, wantErr: "must not contain '.' or ':'"},
@@ -56,21 +53,21 @@ func TestParseConfig(t *testing.T) {
 		{name: "build ID with a quote", args: []string{"-deployment-name", "entityflow", "-build-id", "v'2"}, wantErr: "quotes or backslashes"},
 		{name: "name with a backslash", args: []string{"-deployment-name", `entity\flow`, "-build-id", "v2"}, wantErr: "quotes or backslashes"},
 		{name: "blank name counts as set", args: []string{"-deployment-name", " ", "-build-id", "v2"}, wantErr: "white space"},
-		{name: "release cap by flag", args: []string{"-rewards-release", "2"}, want: func(c config) bool { return c.rewardsRelease == 2 }},
-		{name: "release cap by environment", env: map[string]string{"REWARDS_RELEASE": "1"}, want: func(c config) bool { return c.rewardsRelease == 1 }},
+		{name: "release cap by flag", args: []string{"-rewards-release", "2"}, want: func(c config) bool { return c.RewardsRelease == 2 }},
+		{name: "release cap by environment", env: map[string]string{"REWARDS_RELEASE": "1"}, want: func(c config) bool { return c.RewardsRelease == 1 }},
 		{name: "release cap with versioning", args: []string{"-deployment-name", "entityflow", "-build-id", "v1", "-rewards-release", "2"}, want: func(c config) bool {
-			return c.versioned() && c.rewardsRelease == 2
+			return c.Versioned() && c.RewardsRelease == 2
 		}},
 		{name: "release 0", args: []string{"-rewards-release", "0"}, wantErr: "from 1 to"},
 		{name: "release beyond the newest", env: map[string]string{"REWARDS_RELEASE": "99"}, wantErr: "from 1 to"},
 		{name: "release not a number", env: map[string]string{"REWARDS_RELEASE": "three"}, wantErr: `REWARDS_RELEASE="three"`},
-		{name: "cache size from environment", env: map[string]string{"STICKY_CACHE_SIZE": "10"}, want: func(c config) bool { return c.cacheSize == 10 }},
+		{name: "cache size from environment", env: map[string]string{"STICKY_CACHE_SIZE": "10"}, want: func(c config) bool { return c.StickyCacheSize == 10 }},
 		{name: "cache size not a number", env: map[string]string{"STICKY_CACHE_SIZE": "big"}, wantErr: `STICKY_CACHE_SIZE="big"`},
 		{name: "cache size zero", args: []string{"-sticky-cache-size", "0"}, wantErr: "at least 1"},
-		{name: "pollers autoscale by default", want: func(c config) bool { return c.pollers.String() == "auto" }},
-		{name: "fixed pollers by flag", args: []string{"-pollers", "8"}, want: func(c config) bool { return c.pollers.String() == "8" }},
-		{name: "fixed pollers by environment", env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.pollers.String() == "4" }},
-		{name: "pollers flag over environment", args: []string{"-pollers", "auto"}, env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.pollers.String() == "auto" }},
+		{name: "pollers autoscale by default", want: func(c config) bool { return c.Pollers.String() == "auto" }},
+		{name: "fixed pollers by flag", args: []string{"-pollers", "8"}, want: func(c config) bool { return c.Pollers.String() == "8" }},
+		{name: "fixed pollers by environment", env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.Pollers.String() == "4" }},
+		{name: "pollers flag over environment", args: []string{"-pollers", "auto"}, env: map[string]string{"WORKER_POLLERS": "4"}, want: func(c config) bool { return c.Pollers.String() == "auto" }},
 		{name: "one poller", args: []string{"-pollers", "1"}, wantErr: "at least 2"},
 		{name: "pollers not a number", env: map[string]string{"WORKER_POLLERS": "lots"}, wantErr: "WORKER_POLLERS"},
 		{name: "stray argument", args: []string{"rewards"}, wantErr: "unexpected arguments"},
@@ -130,69 +127,5 @@ func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
 		if !strings.Contains(out.String(), "(env "+env+")") {
 			t.Errorf("help does not name %s:\n%s", env, out.String())
 		}
-	}
-}
-
-// The deployment version goes to every task queue's worker, the release cap
-// to the rewards worker only.
-func TestWorkerOptions(t *testing.T) {
-	cfg := config{version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}, rewardsRelease: 2}
-	for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
-		opts := workerOptions(cfg, q)
-		d := opts.DeploymentOptions
-		if !d.UseVersioning || d.Version != cfg.version || d.DefaultVersioningBehavior != workflow.VersioningBehaviorUnspecified {
-			t.Errorf("%s: deployment options %+v", q, d)
-		}
-		if got, want := opts.PreferredVersionProvider != nil, q == workflows.RewardsTaskQueue; got != want {
-			t.Errorf("%s: release cap set %v, want %v", q, got, want)
-		}
-	}
-	if d := workerOptions(config{rewardsRelease: workflows.RewardsRelease}, workflows.RewardsTaskQueue).DeploymentOptions; d != (worker.DeploymentOptions{}) {
-		t.Errorf("unversioned: deployment options %+v", d)
-	}
-}
-
-// The pollers setting goes to every task queue's worker.
-func TestWorkerOptionsPollers(t *testing.T) {
-	for _, setting := range []string{"auto", "6"} {
-		p, err := pollers.Parse(setting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
-			opts := workerOptions(config{pollers: p, rewardsRelease: workflows.RewardsRelease}, q)
-			auto := opts.WorkflowTaskPollerBehavior != nil && opts.ActivityTaskPollerBehavior != nil &&
-				opts.MaxConcurrentWorkflowTaskPollers == 0 && opts.MaxConcurrentActivityTaskPollers == 0
-			fixed := opts.WorkflowTaskPollerBehavior == nil && opts.ActivityTaskPollerBehavior == nil &&
-				opts.MaxConcurrentWorkflowTaskPollers == 6 && opts.MaxConcurrentActivityTaskPollers == 6
-			if setting == "auto" && !auto || setting == "6" && !fixed {
-				t.Errorf("%s with pollers %s: %+v", q, setting, opts)
-			}
-		}
-	}
-}
-
-// worker.New and the registrations panic on a versioned worker whose
-// workflows carry no versioning behaviour; both task queues' workers are
-// built here with the options the flags give, without a server.
-func TestVersionedWorkersBuild(t *testing.T) {
-	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	setEnv(t, nil)
-	cfg, err := parseConfig([]string{"-deployment-name", "entityflow", "-build-id", "v1", "-rewards-release", "2"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
-		w, err := newWorker(c, nil, q, "default", workerOptions(cfg, q))
-		if err != nil || w == nil {
-			t.Fatalf("%s: worker %v, error %v", q, w, err)
-		}
-	}
-	if _, err := newWorker(c, nil, "nope", "default", workerOptions(cfg, "nope")); err == nil {
-		t.Fatal("unknown task queue accepted")
 	}
 }

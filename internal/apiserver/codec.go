@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"net/http"
@@ -10,8 +10,8 @@ import (
 	"github.com/entityflow/entityflow/tenant"
 )
 
-// codecEndpoint is the payload codec endpoint (payloadcodec.Handler) of
-// `starter serve`, for the Temporal Web UI and CLI on origins, behind authn.
+// codecEndpoint is the payload codec endpoint (payloadcodec.Handler) of the
+// HTTP API server, for the Temporal Web UI and CLI on origins, behind authn.
 // Its keys open the payloads of every tenant, rewards and activities alike,
 // so a caller needs both read scopes and a credential of the default
 // tenant, the deployment's own: another tenant's credential never turns it
