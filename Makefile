@@ -50,10 +50,10 @@ $(NATS_SERVER):
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 # The real Temporal server (temporal-server, temporal-sql-tool and the schema
-# files of the same tag) at the version pinned in internal/cluster/server/go.mod,
+# files of the same tag) at the version pinned in internal/testkit/cluster/server/go.mod,
 # a module of its own so that the server's dependencies never move the SDK's.
 # The first build takes several minutes and a few GB of memory.
-CLUSTER_MODULE := internal/cluster/server
+CLUSTER_MODULE := internal/testkit/cluster/server
 cluster-tools: $(BIN)/temporal-server $(BIN)/temporal-sql-tool $(BIN)/temporal-schema
 
 $(BIN)/temporal-server: $(CLUSTER_MODULE)/go.mod
@@ -116,20 +116,20 @@ test-short:
 # same events sent straight through the Go client, and with 1, 2 and 3 ingress
 # processes sharing the partitions (bin/nats-server of their own).
 bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/idempotency/memory/ | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./dedup/ ./internal/service/idempotency/memory/ | tee bench.txt
 	$(BENCHSTAT) -col /impl -filter '.name:/^Window/' bench.txt
 	$(BENCHSTAT) -filter '-.name:/^Window/' bench.txt
 	$(GO) test -run '^$$' -bench LogRun -benchtime 2s -count $(BENCH_COUNT) ./store/ | tee bench-store.txt
 	$(BENCHSTAT) bench-store.txt
-	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/integration/platform/ | tee bench-router.txt
+	$(GO) test -run '^$$' -bench Starts -benchtime 2s -count $(BENCH_COUNT) ./internal/tests/integration/platform/ | tee bench-router.txt
 	$(BENCHSTAT) -col /impl bench-router.txt
-	$(GO) test -run '^$$' -bench IdempotencyOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/idempotency/ | tee bench-http.txt
+	$(GO) test -run '^$$' -bench IdempotencyOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/service/idempotency/ | tee bench-http.txt
 	$(BENCHSTAT) -col /store bench-http.txt
-	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/integration/api/ | tee bench-api.txt
+	$(GO) test -run '^$$' -bench PointsAPI -benchtime 5s -count $(BENCH_COUNT) ./internal/tests/integration/api/ | tee bench-api.txt
 	$(BENCHSTAT) -col /via bench-api.txt
-	$(GO) test -run '^$$' -bench AuthOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/auth/ | tee bench-auth.txt
+	$(GO) test -run '^$$' -bench AuthOverhead -benchtime 3s -count $(BENCH_COUNT) ./internal/service/auth/ | tee bench-auth.txt
 	$(BENCHSTAT) -col /layer bench-auth.txt
-	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/integration/ingest/ | tee bench-ingest.txt
+	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/tests/integration/ingest/ | tee bench-ingest.txt
 	$(BENCHSTAT) -col /via bench-ingest.txt
 
 # A short load run against a self-started server with the rewards worker and
@@ -157,12 +157,12 @@ load: $(TEMPORAL_FOR_RUN) $(if $(filter cluster,$(LOAD_SERVER)),cluster-tools)
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzRequestFingerprint$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/service/idempotency -run '^$$' -fuzz '^FuzzRequestFingerprint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseEventEnvelope$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./contracts -run '^$$' -fuzz '^FuzzParseActivityDefinition$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/auth -run '^$$' -fuzz '^FuzzAuthorizationHeader$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/payloadcodec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/service/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/service/auth -run '^$$' -fuzz '^FuzzAuthorizationHeader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/infra/payloadcodec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 # Records workflow histories from real dev servers into workflows/testdata/
 # (gzip, listed in its manifest.json) under the current releases
@@ -175,8 +175,8 @@ fuzz:
 # an entity through a versioned deploy and a rollback (real server), and the
 # activity platform's runs, tasks and schedule fires.
 histories: $(TEMPORAL) cluster-tools
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew)$$' ./internal/integration/
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/integration/platform/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew)$$' ./internal/tests/integration/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/tests/integration/platform/
 
 clean:
 	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt

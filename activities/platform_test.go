@@ -13,7 +13,7 @@ import (
 
 	"github.com/entityflow/entityflow/activities"
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/service/auth"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
 )

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entityflow/entityflow/internal/apiserver"
-	"github.com/entityflow/entityflow/internal/auth"
+	"github.com/entityflow/entityflow/internal/service/apiserver"
+	"github.com/entityflow/entityflow/internal/service/auth"
 )
 
 // addAuthFlags adds the flags of starter serve for authentication and the

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/internal/apiserver"
+	"github.com/entityflow/entityflow/internal/service/apiserver"
 	"github.com/entityflow/entityflow/store"
 )
 

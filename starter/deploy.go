@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/internal/service/rollout"
 )
 
 // deployUsage lists the deploy subcommands.
@@ -130,7 +130,7 @@ func setDefault(fs *flag.FlagSet, name string, v time.Duration) {
 }
 
 // deployCommand runs `starter deploy`: a versioned deploy of the workers from
-// the operator's side (internal/rollout).
+// the operator's side (internal/service/rollout).
 func deployCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	req, err := parseDeploy(fs, args)
 	if err != nil {

@@ -14,10 +14,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/internal/devserver"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/rewardsworker"
-	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/service/rewardsworker"
+	"github.com/entityflow/entityflow/internal/service/rollout"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/workflows"
 )
 

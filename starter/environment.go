@@ -3,8 +3,8 @@ package main
 import (
 	"flag"
 
-	"github.com/entityflow/entityflow/internal/flagenv"
-	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/internal/infra/flagenv"
+	"github.com/entityflow/entityflow/internal/service/rollout"
 )
 
 // environment names, by command, the environment variable of each flag that

@@ -42,9 +42,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/entityflow/entityflow/internal/platform"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/platform"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows"
 )

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
 )
 

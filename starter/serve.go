@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/entityflow/entityflow/internal/admission"
-	"github.com/entityflow/entityflow/internal/apiserver"
-	"github.com/entityflow/entityflow/internal/payloadcodec"
+	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
+	"github.com/entityflow/entityflow/internal/service/admission"
+	"github.com/entityflow/entityflow/internal/service/apiserver"
 )
 
 // serveConfig is what the flags and the environment ask of starter serve:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/entityflow/entityflow/internal/tlstest"
+	"github.com/entityflow/entityflow/internal/testkit/tlstest"
 )
 
 // The TLS, codec and payload key settings are checked before serve connects

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 )
 
 // openURLEnv, when set, makes the test binary a helper process that opens

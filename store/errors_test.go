@@ -19,7 +19,7 @@ import (
 
 	"github.com/entityflow/entityflow/workflows"
 
-	"github.com/entityflow/entityflow/internal/dbtest"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 )
 
 func TestIsUnavailable(t *testing.T) {

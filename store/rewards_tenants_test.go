@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/internal/testenv"
+	"github.com/entityflow/entityflow/internal/testkit/testenv"
 )
 
 // prevReleaseCommit is the last commit of store/rewards.go before tenants

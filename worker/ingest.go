@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/internal/ingress"
-	"github.com/entityflow/entityflow/internal/workerprocess"
+	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/service/workerprocess"
 )
 
 // addIngestFlags defines the ingress's flags on fs (their environment

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/internal/ingress"
+	"github.com/entityflow/entityflow/internal/service/ingress"
 )
 
 func TestParseIngestConfig(t *testing.T) {

@@ -31,7 +31,7 @@
 // credential with -nats-ca, -nats-cert, -nats-key and one of -nats-creds,
 // -nats-nkey, -nats-user with -nats-password, -nats-token) and delivers them
 // to the rewards entities and the activity platform with exactly-once effect
-// (internal/ingress): point events on rewards.{tenant}.{customer}.points
+// (internal/service/ingress): point events on rewards.{tenant}.{customer}.points
 // (stream REWARDS_POINTS), envelopes on events.{tenant}[.more] (stream
 // PLATFORM_EVENTS), what can never be applied to ingest.dead.{subject}
 // (stream INGEST_DEAD_LETTERS) with the reason in its headers. Its metrics
@@ -56,10 +56,10 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/internal/flagenv"
-	"github.com/entityflow/entityflow/internal/pollers"
-	"github.com/entityflow/entityflow/internal/temporalclient"
-	"github.com/entityflow/entityflow/internal/workerprocess"
+	"github.com/entityflow/entityflow/internal/infra/flagenv"
+	"github.com/entityflow/entityflow/internal/infra/pollers"
+	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/workerprocess"
 	"github.com/entityflow/entityflow/workflows"
 )
 
@@ -274,7 +274,7 @@ func validateVersion(v worker.WorkerDeploymentVersion) error {
 // validateVersionPart checks what a deployment name and a build ID share:
 // a length the server accepts and no reserved prefix; besides, no white space
 // at the ends (two names that look the same), and no control characters,
-// quotes or backslashes, which the deploy tools (internal/rollout) could not
+// quotes or backslashes, which the deploy tools (internal/service/rollout) could not
 // quote in the visibility queries that find the entities on a version.
 func validateVersionPart(s string, maxBytes int) error {
 	switch {

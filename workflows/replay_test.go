@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/internal/histories"
-	"github.com/entityflow/entityflow/internal/testenv"
+	"github.com/entityflow/entityflow/internal/testkit/histories"
+	"github.com/entityflow/entityflow/internal/testkit/testenv"
 	"github.com/entityflow/entityflow/workflows"
 )
 

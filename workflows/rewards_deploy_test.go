@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/internal/histories"
+	"github.com/entityflow/entityflow/internal/testkit/histories"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/internal/sdkmetrics"
+	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
 	"github.com/entityflow/entityflow/workflows"
 )
 

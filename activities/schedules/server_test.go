@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/workflows"
 )
 

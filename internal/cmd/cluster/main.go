@@ -1,4 +1,4 @@
-// Command cluster runs a real Temporal server on PostgreSQL (internal/cluster)
+// Command cluster runs a real Temporal server on PostgreSQL (internal/testkit/cluster)
 // for `make run-cluster`: it sets up the databases, starts temporal-server,
 // registers the namespace and the search attributes, then runs the command
 // given after "--" with TEMPORAL_ADDRESS pointing at the server, and stops
@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/entityflow/entityflow/internal/cluster"
+	"github.com/entityflow/entityflow/internal/testkit/cluster"
 )
 
 func main() {

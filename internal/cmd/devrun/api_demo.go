@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/entityflow/entityflow/internal/auth"
-	"github.com/entityflow/entityflow/internal/idempotency"
+	"github.com/entityflow/entityflow/internal/service/auth"
+	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
 )

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/entityflow/entityflow/internal/ingress"
-	"github.com/entityflow/entityflow/internal/natsserver"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 )
 
 // localNATS is where devrun runs its own NATS server (bin/nats-server, state

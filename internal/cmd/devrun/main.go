@@ -33,13 +33,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/internal/devserver"
-	"github.com/entityflow/entityflow/internal/ingress"
-	"github.com/entityflow/entityflow/internal/platform"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/rollout"
-	"github.com/entityflow/entityflow/internal/storeconn"
-	"github.com/entityflow/entityflow/internal/temporalclient"
+	"github.com/entityflow/entityflow/internal/infra/storeconn"
+	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/service/platform"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/service/rollout"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/tenant"
 )
 

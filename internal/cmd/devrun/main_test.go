@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/internal/auth"
-	"github.com/entityflow/entityflow/internal/dbtest"
-	"github.com/entityflow/entityflow/internal/devserver"
-	"github.com/entityflow/entityflow/internal/rewardsworker"
-	"github.com/entityflow/entityflow/internal/rollout"
+	"github.com/entityflow/entityflow/internal/service/auth"
+	"github.com/entityflow/entityflow/internal/service/rewardsworker"
+	"github.com/entityflow/entityflow/internal/service/rollout"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/store"
 )
 

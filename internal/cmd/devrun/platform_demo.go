@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/platform"
+	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -1,5 +1,5 @@
 // Command fairness measures whether a noisy tenant is contained on the real
-// server (internal/cluster: temporal-server on PostgreSQL), in one run: for
+// server (internal/testkit/cluster: temporal-server on PostgreSQL), in one run: for
 // each server setting (task-queue fairness on, then off) it starts a server
 // on databases of that setting's own and a rewards worker whose activities
 // the rewards queue dispatches at most -activity-rate per second (the
@@ -34,9 +34,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/internal/cluster"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
-	"github.com/entityflow/entityflow/internal/rewardsworker"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/service/rewardsworker"
+	"github.com/entityflow/entityflow/internal/testkit/cluster"
 	"github.com/entityflow/entityflow/workflows"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/entityflow/entityflow/internal/cluster"
-	"github.com/entityflow/entityflow/internal/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/cluster"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
 )
 
 // checkShapes checks what every run of every shape must show: every mode
@@ -86,7 +86,7 @@ func TestShapesOnDevServer(t *testing.T) {
 }
 
 // The hot shape with a burst and the tenants shape on temporal-server on
-// PostgreSQL (the test server of internal/cluster), through -temporal, in a
+// PostgreSQL (the test server of internal/testkit/cluster), through -temporal, in a
 // namespace of the test's own.
 func TestShapesOnCluster(t *testing.T) {
 	srv := cluster.ForTest(t)

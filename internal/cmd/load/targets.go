@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/entityflow/entityflow/internal/backoff"
-	"github.com/entityflow/entityflow/internal/rewardsclient"
+	"github.com/entityflow/entityflow/internal/infra/backoff"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/workflows"
 )
 

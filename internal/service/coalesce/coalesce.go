@@ -1,0 +1,250 @@
+// Package coalesce sends the commands for one key that arrive while the key
+// is saturated as one batch: at most admission.Limiter.MaxInFlight calls run
+// per key, and the commands that would have queued behind them one by one
+// wait instead in the key's open batch, which takes the next free slot and
+// goes as one call. Each caller waits for its own command's outcome. It
+// lets a hot entity take many commands per update (Temporal allows 10
+// in-flight updates per workflow and a few hundred per second) without
+// refusing callers that a slot would have served one at a time.
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/entityflow/entityflow/internal/service/admission"
+)
+
+// DefaultMaxBatch bounds a batch when Batcher.MaxBatch is zero.
+const DefaultMaxBatch = 500
+
+// DefaultMaxWaiting bounds the commands waiting for a slot per key when
+// Batcher.MaxWaiting is zero: two seconds of a customer at 1,000 commands a
+// second.
+const DefaultMaxWaiting = 2000
+
+// ErrNotSent means the caller's context ended while its command waited for
+// a slot: nothing was sent, so the command can be retried as new.
+var ErrNotSent = errors.New("the command was not sent: its caller left while it waited for a slot")
+
+// ErrLeft means the caller's context ended after its command was sent and
+// before its outcome came back: the command may or may not have taken effect.
+var ErrLeft = errors.New("the caller left while its command was in flight: its outcome is unknown")
+
+// Outcome is one command's answer from Send.
+type Outcome[R any] struct {
+	Value R
+	Err   error
+}
+
+// Batcher coalesces commands of type T, answered with R, per key. Limiter
+// and Send are required; a Batcher must not be copied after first use.
+type Batcher[T, R any] struct {
+	// Limiter admits calls per key: each batch takes one of its slots,
+	// queues for one in its FIFO, or is refused (*admission.BusyError).
+	Limiter *admission.Limiter
+	// MaxBatch bounds the commands of one batch (default DefaultMaxBatch); a
+	// full batch is closed and the next command opens another.
+	MaxBatch int
+	// MaxWaiting bounds the commands of one key that wait for a slot, in
+	// all its batches (default DefaultMaxWaiting): the admission queue
+	// counts batches, so without it a key could hold its queue's length
+	// times MaxBatch callers. A command beyond it is refused at once.
+	MaxWaiting int
+	// Send sends items (at least one, in arrival order) for key as one call
+	// and returns one Outcome per item, in the same order.
+	Send func(ctx context.Context, key string, items []T) []Outcome[R]
+
+	mu      sync.Mutex
+	open    map[string]*batch[T, R]
+	waiting map[string]int // commands per key in batches not yet sent
+}
+
+// batch is one key's commands that go in one call.
+type batch[T, R any] struct {
+	items   []T
+	members []*member[R]
+	live    int  // members still waiting
+	sent    bool // the batch took a slot (or was refused); no one joins or leaves now
+	// ctx bounds the wait for a slot; cancel ends it once every member left.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// member is one caller waiting in a batch.
+type member[R any] struct {
+	ctx  context.Context
+	done chan result[R]
+	left bool
+}
+
+// result is what a member gets: its outcome and whether its batch waited
+// in the key's queue before it was admitted.
+type result[R any] struct {
+	Outcome[R]
+	queued bool
+}
+
+// Do sends item for key in the key's open batch (opening one if there is
+// none, or it is full) and returns its outcome, and whether its batch
+// waited for a slot. It returns a *admission.BusyError when the batch was
+// refused a slot (nothing was sent), an error wrapping ErrNotSent when ctx
+// ended before the batch took a slot, and one wrapping ErrLeft when ctx
+// ended while the batch was in flight. A command beyond MaxWaiting is
+// refused at once with a *admission.BusyError.
+func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, queued bool, err error) {
+	m := &member[R]{ctx: ctx, done: make(chan result[R], 1)}
+	b.mu.Lock()
+	if b.open == nil {
+		b.open = make(map[string]*batch[T, R])
+		b.waiting = make(map[string]int)
+	}
+	if b.waiting[key] >= b.maxWaiting() {
+		b.mu.Unlock()
+		return value, false, &admission.BusyError{Key: key, RetryAfter: time.Second}
+	}
+	b.waiting[key]++
+	bt := b.open[key]
+	if bt == nil || len(bt.items) >= b.maxBatch() {
+		bt = &batch[T, R]{}
+		// The wait for a slot lasts as long as the first member would wait
+		// (admission bounds it by its deadline), and ends early only when
+		// every member has left.
+		bt.ctx, bt.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		if d, ok := ctx.Deadline(); ok {
+			bt.ctx, bt.cancel = withDeadline(bt.ctx, bt.cancel, d)
+		}
+		b.open[key] = bt
+		go b.run(key, bt)
+	}
+	bt.items = append(bt.items, item)
+	bt.members = append(bt.members, m)
+	bt.live++
+	b.mu.Unlock()
+
+	select {
+	case r := <-m.done:
+		return r.Value, r.queued, r.Err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if !bt.sent {
+		m.left = true
+		b.unwait(key, 1)
+		bt.live--
+		if bt.live == 0 {
+			// Abandoned: it gives its place in the queue back, and the
+			// next command opens a batch of its own.
+			bt.cancel()
+			if b.open[key] == bt {
+				delete(b.open, key)
+			}
+		}
+		b.mu.Unlock()
+		return value, false, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-m.done:
+		return r.Value, r.queued, r.Err
+	default:
+		return value, true, fmt.Errorf("%w: %w", ErrLeft, ctx.Err())
+	}
+}
+
+// withDeadline bounds ctx by d, keeping one cancel for both.
+func withDeadline(ctx context.Context, cancel context.CancelFunc, d time.Time) (context.Context, context.CancelFunc) {
+	dctx, dcancel := context.WithDeadline(ctx, d)
+	return dctx, func() { dcancel(); cancel() }
+}
+
+// run takes a slot for the batch, closes it and sends it.
+func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
+	defer bt.cancel()
+	ticket, err := b.Limiter.Acquire(bt.ctx, key)
+	b.mu.Lock()
+	if b.open[key] == bt {
+		delete(b.open, key)
+	}
+	bt.sent = true
+	b.unwait(key, bt.live)
+	var items []T
+	var members []*member[R]
+	for i, m := range bt.members {
+		if !m.left {
+			items = append(items, bt.items[i])
+			members = append(members, m)
+		}
+	}
+	b.mu.Unlock()
+	if err != nil {
+		if !admission.IsBusy(err) {
+			err = fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
+		for _, m := range members {
+			m.done <- result[R]{Outcome: Outcome[R]{Err: err}}
+		}
+		return
+	}
+	if len(items) == 0 {
+		ticket.Release()
+		return
+	}
+	ctx, cancel := sendContext(members)
+	defer cancel()
+	outs := b.Send(ctx, key, items)
+	// The slot goes to the next batch before the answers go out, so that a
+	// caller who sends again on its answer finds it free.
+	ticket.Release()
+	for i, m := range members {
+		r := result[R]{queued: ticket.Queued}
+		if i < len(outs) {
+			r.Outcome = outs[i]
+		} else {
+			r.Err = fmt.Errorf("coalesce: %d outcomes for %d commands", len(outs), len(items))
+		}
+		m.done <- r
+	}
+}
+
+// sendContext is the context of a batch's call: the first member's values,
+// ended by none of the members leaving (the others still wait for their
+// answers), but bounded by the latest of their deadlines.
+func sendContext[R any](members []*member[R]) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, m := range members {
+		d, ok := m.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(members[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(members[0].ctx), latest)
+}
+
+// unwait counts n commands of key that no longer wait for a slot; b.mu is
+// held.
+func (b *Batcher[T, R]) unwait(key string, n int) {
+	if b.waiting[key] -= n; b.waiting[key] <= 0 {
+		delete(b.waiting, key)
+	}
+}
+
+func (b *Batcher[T, R]) maxWaiting() int {
+	if b.MaxWaiting > 0 {
+		return b.MaxWaiting
+	}
+	return DefaultMaxWaiting
+}
+
+func (b *Batcher[T, R]) maxBatch() int {
+	if b.MaxBatch > 0 {
+		return b.MaxBatch
+	}
+	return DefaultMaxBatch
+}

@@ -1,0 +1,151 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/entityflow/entityflow/internal/service/admission"
+	"github.com/entityflow/entityflow/internal/service/httpapi"
+	"github.com/entityflow/entityflow/internal/service/idempotency"
+	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// unlucky is the points the echo entity refuses.
+const unlucky = 13
+
+// echoTemporal is an entity that takes a while over every update and
+// answers each event with its own points as the balance, refusing events
+// of unlucky points; it records the size of every update it gets.
+type echoTemporal struct {
+	client.Client
+	mu      sync.Mutex
+	updates []int // events per update
+}
+
+func (f *echoTemporal) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
+	return nil
+}
+
+func (f *echoTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, client.NewWorkflowUpdateServiceTimeoutOrCanceledError(ctx.Err())
+	}
+	var events []workflows.PointEvent
+	switch arg := o.UpdateOptions.Args[0].(type) {
+	case workflows.PointEvent:
+		events = []workflows.PointEvent{arg}
+	case workflows.PointEventBatch:
+		events = arg.Events
+	}
+	f.mu.Lock()
+	f.updates = append(f.updates, len(events))
+	f.mu.Unlock()
+	return echoHandle{name: o.UpdateOptions.UpdateName, events: events}, nil
+}
+
+type echoHandle struct {
+	client.WorkflowUpdateHandle
+	name   string
+	events []workflows.PointEvent
+}
+
+func (h echoHandle) Get(_ context.Context, valuePtr any) error {
+	refusal := func(ev workflows.PointEvent) *workflows.ItemError {
+		return &workflows.ItemError{Type: workflows.ErrInvalidEvent, Message: fmt.Sprintf("%d points are unlucky", ev.Points)}
+	}
+	if h.name == workflows.UpdateApplyPoints {
+		if ev := h.events[0]; ev.Points == unlucky {
+			return temporal.NewNonRetryableApplicationError(refusal(ev).Message, refusal(ev).Type, nil)
+		}
+		*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: h.events[0].Points, Tier: "basic"}
+		return nil
+	}
+	res := valuePtr.(*workflows.BatchResult)
+	for _, ev := range h.events {
+		if ev.Points == unlucky {
+			res.Results = append(res.Results, workflows.BatchItemResult{Error: refusal(ev)})
+			continue
+		}
+		res.Results = append(res.Results, workflows.BatchItemResult{Result: &workflows.PointsResult{Applied: true, Points: ev.Points, Tier: "basic"}})
+	}
+	return nil
+}
+
+// A burst of commands to one customer, far beyond its slots, is answered
+// command by command, every one as it would have been alone: the commands
+// that found the slots taken went in batches.
+func TestBurstToOneCustomerIsCoalesced(t *testing.T) {
+	const burst = 60
+	fake := &echoTemporal{}
+	logger := slog.New(slog.DiscardHandler)
+	api := &httpapi.Server{
+		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
+		Admission:   &admission.Limiter{MaxInFlight: 2, MaxWait: time.Minute},
+		Timeout:     30 * time.Second,
+		Logger:      logger,
+	}
+	h := withKey(t, api)
+	var wg sync.WaitGroup
+	codes := make([]int, burst)
+	bodies := make([]string, burst)
+	for i := range burst {
+		wg.Go(func() {
+			rec := send(h, http.MethodPost, "/v1/customers/c-hot/points", fmt.Sprint("k-", i), fmt.Sprintf(`{"points":%d}`, i+1))
+			codes[i], bodies[i] = rec.Code, rec.Body.String()
+		})
+	}
+	wg.Wait()
+	for i := range burst {
+		if i+1 == unlucky {
+			assert.Equal(t, http.StatusUnprocessableEntity, codes[i], "command %d: %s", i, bodies[i])
+			assert.JSONEq(t, `{"type":"https://entityflow.dev/problems/rejected/InvalidPointEvent","title":"Rejected by the entity","status":422,"detail":"13 points are unlucky"}`, bodies[i])
+			continue
+		}
+		require.Equal(t, http.StatusOK, codes[i], "command %d: %s", i, bodies[i])
+		var res workflows.PointsResult
+		require.NoError(t, json.Unmarshal([]byte(bodies[i]), &res))
+		assert.Equal(t, workflows.PointsResult{Applied: true, Points: int64(i + 1), Tier: "basic"}, res, "command %d gets its own answer", i)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	total, batched := 0, 0
+	for _, n := range fake.updates {
+		total += n
+		if n > 1 {
+			batched++
+		}
+	}
+	assert.Equal(t, burst, total, "every event sent once: updates %v", fake.updates)
+	assert.Positive(t, batched, "updates %v: the commands behind the slots go in batches", fake.updates)
+	assert.Less(t, len(fake.updates), burst, "updates %v", fake.updates)
+}
+
+// The refusal of a command that went alone is the same answer, as
+// TestBurstToOneCustomerIsCoalesced expects of one that went in a batch.
+func TestRefusalAloneMatchesRefusalInBatch(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	api := &httpapi.Server{
+		Rewards:     &rewardsclient.Client{Temporal: &echoTemporal{}, Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
+		Logger:      logger,
+	}
+	rec := send(withKey(t, api), http.MethodPost, "/v1/customers/c-1/points", "k-1", fmt.Sprintf(`{"points":%d}`, unlucky))
+	assert.Equal(t, http.StatusUnprocessableEntity, rec.Code)
+	assert.JSONEq(t, `{"type":"https://entityflow.dev/problems/rejected/InvalidPointEvent","title":"Rejected by the entity","status":422,"detail":"13 points are unlucky"}`, rec.Body.String())
+}

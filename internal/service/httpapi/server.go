@@ -1,0 +1,202 @@
+// Package httpapi is the project's HTTP API (`starter serve`): the routes of
+// the contract over the rewards entities and the activity platform, each
+// behind the credential check of its scope (internal/service/auth), every
+// state-changing command then behind its tenant's rate limit and the
+// Idempotency-Key layer (idempotency.Middleware) that makes it safe to
+// retry, with problem+json errors (RFC 9457) and Prometheus metrics.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/entityflow/entityflow/internal/infra/problem"
+	"github.com/entityflow/entityflow/internal/service/admission"
+	"github.com/entityflow/entityflow/internal/service/auth"
+	"github.com/entityflow/entityflow/internal/service/idempotency"
+	"github.com/entityflow/entityflow/internal/service/platform"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+)
+
+// Server is the HTTP API of the contract: rewards entities, events, activity
+// definitions, manual runs and run lookup, plus health and metrics. Every
+// route but GET /healthz needs credentials (Auth); every command that
+// changes state goes through TenantLimits, then Idempotency.
+type Server struct {
+	Platform    *platform.Service
+	Rewards     *rewardsclient.Client
+	Idempotency *idempotency.Middleware
+	// Auth checks the credentials and scope of every route but GET
+	// /healthz. It is required: Handler panics without it, so that no
+	// wiring serves the API unauthenticated.
+	Auth *auth.Authenticator
+	// TenantLimits bounds each tenant's commands, in front of the
+	// Idempotency-Key layer (nil: auth.TenantLimiter's defaults).
+	TenantLimits *auth.TenantLimiter
+	Metrics      *Metrics
+	// MetricsHandler serves GET /metrics (promhttp over the registry the
+	// Metrics were registered with).
+	MetricsHandler http.Handler
+	// MetricsToken, when set, is the bearer token GET /metrics needs. When
+	// empty, GET /metrics is served without credentials only when the API
+	// listens on loopback alone (ListenAddr), and answered 403 otherwise:
+	// metrics name routes, tenants' traffic and failures, which are nobody
+	// else's business, and an API listening on every interface behind a
+	// local reverse proxy would hand them to anyone through the proxy's
+	// loopback connections.
+	MetricsToken string
+	// ListenAddr is the address the API's listener is bound to
+	// (net.Listener.Addr); nil counts as not loopback-only.
+	ListenAddr net.Addr
+	// Timeout bounds the backend calls of one request (default 20 s). Keep
+	// it below the idempotency lock TTL, so a command never outlives its
+	// claim on the key.
+	Timeout time.Duration
+	// Admission bounds the commands in flight per customer entity (points,
+	// enroll, unenroll); nil takes admission.Limiter's defaults. Points
+	// commands that arrive while a customer's slots are taken wait in one
+	// batch per entity, which takes the next free slot as one
+	// apply-points-batch update (internal/service/coalesce).
+	Admission *admission.Limiter
+	// PointsBatch bounds the points commands sent in one apply-points-batch
+	// update (default and most useful: workflows.MaxBatchEvents); a full
+	// batch waits for a slot of its own.
+	PointsBatch int
+	Logger      *slog.Logger
+}
+
+// Handler returns the API's routes, each with the scope it needs: the
+// customers' commands rewards:write, their status rewards:read; events,
+// definitions and runs activities:write, reading definitions and runs
+// activities:read. It panics when s.Auth is nil.
+func (s *Server) Handler() http.Handler {
+	if s.Auth == nil {
+		panic("httpapi: Server.Auth is nil: every route but GET /healthz needs credentials")
+	}
+	tenants := s.TenantLimits
+	if tenants == nil {
+		tenants = &auth.TenantLimiter{}
+	}
+	mux := http.NewServeMux()
+	route := func(pattern string, h http.Handler) {
+		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
+	}
+	read := func(pattern, scope string, h http.HandlerFunc) {
+		route(pattern, s.Auth.Require(scope, h))
+	}
+	// A command refused by its tenant's rate never reaches the
+	// Idempotency-Key layer, so it claims no key.
+	command := func(pattern, scope, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
+		route(pattern, s.Auth.Require(scope, tenants.Wrap(s.Idempotency.WrapOptionalKey(operation, key, h))))
+	}
+	limiter := s.Admission
+	if limiter == nil {
+		limiter = &admission.Limiter{}
+	}
+	command("POST /v1/customers/{id}/points", auth.ScopeRewardsWrite, "points", nil, s.applyPoints(s.pointsBatcher(limiter)))
+	command("POST /v1/customers/{id}/unenroll", auth.ScopeRewardsWrite, "unenroll", nil, s.admit(limiter, s.unenroll))
+	command("POST /v1/customers/{id}/enroll", auth.ScopeRewardsWrite, "enroll", nil, s.admit(limiter, s.enroll))
+	read("GET /v1/customers/{id}", auth.ScopeRewardsRead, s.customerStatus)
+	command("POST /v1/events", auth.ScopeActivitiesWrite, "events", eventKey, s.deliverEvent)
+	command("PUT /v1/activities/{activity_id}", auth.ScopeActivitiesWrite, "define", nil, s.putDefinition)
+	read("GET /v1/activities/{activity_id}", auth.ScopeActivitiesRead, s.getDefinition)
+	command("POST /v1/activities/{activity_id}/runs", auth.ScopeActivitiesWrite, "runs", nil, s.startRun)
+	read("GET /v1/runs/{run_id}", auth.ScopeActivitiesRead, s.getRun)
+	route("GET /healthz", http.HandlerFunc(s.health))
+	if s.MetricsHandler != nil {
+		mux.Handle("GET /metrics", s.metricsGuard(s.MetricsHandler))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
+			Detail: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+// problemMetricsForbidden is the 403 of GET /metrics on an API without a
+// metrics token that does not listen on loopback alone.
+const problemMetricsForbidden = "https://entityflow.dev/problems/metrics-forbidden"
+
+// metricsGuard puts h behind s.MetricsToken; without one, it serves h as it
+// is when the API listens on loopback alone, but for requests a trusted
+// proxy forwarded (a proxy on this host would hand the metrics to anyone
+// who can reach it), and refuses every request otherwise (logged once,
+// here, at start).
+func (s *Server) metricsGuard(h http.Handler) http.Handler {
+	refuse := func(w http.ResponseWriter) {
+		problem.Write(w, problem.Details{Type: problemMetricsForbidden, Title: "Forbidden", Status: http.StatusForbidden,
+			Detail: "GET /metrics needs the server's metrics token (HTTP_METRICS_TOKEN) unless the API listens on loopback only and the request comes from no proxy"})
+	}
+	switch {
+	case s.MetricsToken != "":
+		return s.Auth.RequireToken(s.MetricsToken, h)
+	case LoopbackOnly(s.ListenAddr) && len(s.Auth.TrustedProxies) == 0:
+		return h
+	case LoopbackOnly(s.ListenAddr):
+		s.logger().Warn("GET /metrics is refused to requests from the trusted proxies: set HTTP_METRICS_TOKEN to read it through them", "listen", s.ListenAddr)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.Auth.ViaTrustedProxy(r) {
+				refuse(w)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	s.logger().Warn("GET /metrics is refused: the API listens beyond loopback and has no metrics token (set HTTP_METRICS_TOKEN)", "listen", s.ListenAddr)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { refuse(w) })
+}
+
+// LoopbackOnly reports whether addr, a listener's address, accepts
+// connections on loopback alone: a loopback IP, not the unspecified
+// address (every interface); false for nil and non-IP addresses.
+func LoopbackOnly(addr net.Addr) bool {
+	if addr == nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// withTimeout bounds the request's backend calls by s.Timeout.
+func (s *Server) withTimeout(h http.Handler) http.Handler {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+// writeJSON answers with status and v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// maxBody bounds the bodies handlers read themselves (the idempotency
+// middleware has its own limit in front of the commands).
+const maxBody = 1 << 20
+
+// readBody reads a request body of at most maxBody bytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+}

@@ -1,0 +1,38 @@
+// Package rewardsworker builds the worker for the rewards task queue: the
+// entity workflow and its activities, registered under their contract names.
+// The worker program, the integration tests and the history recorder share it,
+// so they run exactly what is deployed.
+package rewardsworker
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/activities"
+	"github.com/entityflow/entityflow/internal/infra/pollers"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// New returns a worker for the rewards task queue of c. Facts the entity
+// reports go to recorder; search attribute support is read from namespace.
+func New(c client.Client, namespace string, recorder activities.RewardsRecorder, opts worker.Options) worker.Worker {
+	w := worker.New(c, workflows.RewardsTaskQueue, options(opts))
+	workflows.RegisterRewards(w)
+	acts := &activities.Rewards{
+		Recorder:         recorder,
+		SearchAttributes: activities.ClientSearchAttributes(c, namespace),
+	}
+	acts.Register(w)
+	return w
+}
+
+// options are opts with what the entity relies on: a workflow panic fails
+// the workflow task, never the workflow, so an entity whose input this code
+// cannot serve keeps its state and waits for a worker that can (the entity
+// panics on purpose then, workflows/rewards_serve.go). Pollers opts leaves
+// unset autoscale (pollers.Default), so that the first workflow task of a
+// burst of new entities does not queue behind the SDK's two pollers.
+func options(opts worker.Options) worker.Options {
+	opts.WorkflowPanicPolicy = worker.BlockWorkflow
+	return pollers.Default(opts)
+}

@@ -1,0 +1,82 @@
+package workerprocess
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/service/platform"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/store"
+)
+
+// ingressDeps is what the ingress delivers through: the process's Temporal
+// client and its data converter, its database, and the registry of its
+// metrics (nil: none).
+type ingressDeps struct {
+	temporal      client.Client
+	dataConverter converter.DataConverter
+	store         *store.Store
+	metrics       prometheus.Registerer
+}
+
+// runIngress runs the ingress until ctx ends and returns once it has
+// stopped: nil after a shutdown (or when ctx ended while it was starting),
+// the error that kept it from starting otherwise.
+func runIngress(ctx context.Context, cfg Config, deps ingressDeps, logger *slog.Logger) error {
+	ingressDone, err := startIngress(ctx, cfg.Ingest, deps, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for NATS
+		}
+		return err
+	}
+	select {
+	case err := <-ingressDone: // it could not start, or was stopped while starting
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: the ingress first, then no new tasks; waiting for in-flight ones", "timeout", cfg.StopTimeout)
+	return <-ingressDone
+}
+
+// startIngress connects to NATS (waiting until it answers) and runs the
+// ingress until ctx ends. The returned channel yields Run's result once it
+// has stopped: an error if it could not start, nil after a shutdown that
+// nacked what was queued and gave the messages in flight their StopTimeout.
+func startIngress(ctx context.Context, cfg IngestConfig, deps ingressDeps, logger *slog.Logger) (<-chan error, error) {
+	nc, err := ingress.Connect(ctx, cfg.NATSURL, "entityflow worker ingress", cfg.NATS, logger)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("JetStream on %s: %w", nc.ConnectedUrlRedacted(), err)
+	}
+	c := deps.temporal
+	in := &ingress.Ingress{
+		Config: cfg.Ingress, JS: js, Metrics: ingress.NewMetrics(deps.metrics), Logger: logger,
+		// A few quick tries in place (a customer's later messages wait
+		// behind them), then the message is nacked and backs off.
+		Rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: 2 * time.Second, AttemptTimeout: 15 * time.Second, Logger: logger},
+		Platform: &platform.Service{Store: deps.store, Temporal: c, DataConverter: deps.dataConverter, Logger: logger},
+	}
+	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted(), "nats_security", cfg.NATS.String())
+	done := make(chan error, 1)
+	go func() {
+		defer nc.Close()
+		done <- in.Run(ctx)
+	}()
+	return done, nil
+}

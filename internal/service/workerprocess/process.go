@@ -1,0 +1,151 @@
+package workerprocess
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/internal/infra/metricsendpoint"
+	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
+	"github.com/entityflow/entityflow/internal/infra/storeconn"
+	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/store"
+	"github.com/entityflow/entityflow/workflows"
+)
+
+// Run runs the worker process until ctx ends: it serves the metrics, dials
+// Temporal, opens the database (applying its migrations), starts the worker
+// of each task queue and, when enabled, the ingress. On shutdown the ingress
+// stops first, then the workers stop polling and give in-flight tasks
+// StopTimeout.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	// Process-wide in the SDK, so set once, before any worker starts.
+	worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
+	opts, err := temporalclient.Options(cfg.Address, cfg.Namespace, logger)
+	if err != nil {
+		return err
+	}
+	reg, stopMetrics, err := serveMetrics(cfg.MetricsAddr, &opts, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	c, err := temporalclient.Dial(ctx, opts, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := storeconn.Open(ctx, cfg.DatabaseURL, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stopWorkers, err := startWorkers(ctx, cfg, c, st, opts.Namespace, logger)
+	if err != nil {
+		return err
+	}
+	defer stopWorkers()
+	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", queuesText(cfg.TaskQueues),
+		"database", st.Dialect(), "deployment_version", versionText(cfg), "rewards_release", cfg.RewardsRelease, "pollers", cfg.Pollers.String(), "ingest", cfg.Ingest.Enabled)
+	if !cfg.Ingest.Enabled {
+		<-ctx.Done()
+		logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.StopTimeout)
+		return nil
+	}
+	// The ingress stops before the workers (deferred above), so that the
+	// updates it has in flight can still complete here.
+	return runIngress(ctx, cfg, ingressDeps{temporal: c, dataConverter: opts.DataConverter, store: st, metrics: reg}, logger)
+}
+
+// serveMetrics serves the process's Prometheus registry on addr and hands it
+// to the SDK through opts; the registry it returns is nil when addr is
+// MetricsOff. stop ends the endpoint.
+func serveMetrics(addr string, opts *client.Options, logger *slog.Logger) (reg prometheus.Registerer, stop func(), err error) {
+	if addr == MetricsOff {
+		return nil, func() {}, nil
+	}
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts.MetricsHandler = sdkmetrics.NewHandler(r)
+	stop, err = metricsendpoint.Serve(addr, "METRICS_ADDR", r, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, stop, nil
+}
+
+// startWorkers starts the worker of each of cfg's task queues; the returned
+// func stops them, the last started first. When one fails to start, those
+// started are stopped.
+func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.Store, namespace string, logger *slog.Logger) (stop func(), err error) {
+	if cfg.Versioned() {
+		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.Version.DeploymentName, "build_id", cfg.Version.BuildID)
+		if slices.Contains(cfg.TaskQueues, workflows.RewardsTaskQueue) {
+			warnWithoutPinnedUpgrade(ctx, c, logger)
+		}
+	}
+	var started []worker.Worker
+	stop = func() {
+		for _, w := range slices.Backward(started) {
+			w.Stop()
+		}
+	}
+	for _, q := range cfg.TaskQueues {
+		w, err := newWorker(c, st, q, namespace, workerOptions(cfg, q))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if err := w.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("starting worker on %s: %w", q, err)
+		}
+		started = append(started, w)
+	}
+	return stop, nil
+}
+
+// queuesText names the task queues in the start message.
+func queuesText(queues []string) string {
+	if len(queues) == 0 {
+		return "none"
+	}
+	return strings.Join(queues, ",")
+}
+
+// versionText names the Worker Deployment Version in the start message.
+func versionText(cfg Config) string {
+	if !cfg.Versioned() {
+		return "unversioned"
+	}
+	return cfg.Version.DeploymentName + ":" + cfg.Version.BuildID
+}
+
+// warnWithoutPinnedUpgrade logs a warning when the server is too old to tell
+// a pinned workflow that its deployment has a new current version: there a
+// rewards entity stays on the version that started it.
+func warnWithoutPinnedUpgrade(ctx context.Context, c client.Client, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	version, err := temporalclient.ServerVersion(ctx, c)
+	var ok bool
+	if err == nil {
+		ok, err = temporalclient.VersionAtLeast(version, temporalclient.PinnedUpgradeServerVersion)
+	}
+	switch {
+	case err != nil:
+		logger.Warn("could not tell whether this server moves pinned rewards entities to a new version at ContinueAsNew",
+			"needs", temporalclient.PinnedUpgradeServerVersion, "error", err)
+	case !ok:
+		logger.Warn("pinned rewards entities will not move to a new version at ContinueAsNew on this server",
+			"server_version", version, "needs", temporalclient.PinnedUpgradeServerVersion)
+	}
+}
