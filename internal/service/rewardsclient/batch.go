@@ -32,8 +32,9 @@ const batchOverhead = len(`{"events":[]}`)
 // the apply-points-batch update (UpdateWithStart, as ApplyPoints), and
 // returns one ItemResult per event, each exactly what ApplyPoints would have
 // returned for it: one bad or duplicate event never fails its neighbours.
-// Events that fail their own validation (or carry no dedup key) are answered
-// here and not sent; the rest go in as few updates as the batch bounds
+// The events are trusted as valid (see the package doc), and the entity
+// answers one that is not on its own; an event without a dedup key is
+// answered here and not sent. The rest go in as few updates as the batch bounds
 // (workflows.MaxBatchEvents, workflows.MaxBatchBytes) allow, one after the
 // other. Should an update's events fail for a reason a retry may change
 // (the server unavailable, an outcome unknown), the later updates are not
@@ -73,10 +74,6 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 		chunk, size = nil, batchOverhead
 	}
 	for i, ev := range events {
-		if err := ev.Validate(); err != nil {
-			out[i].Err = err
-			continue
-		}
 		if ev.DedupKey == "" {
 			out[i].Err = errors.New("apply-points needs a dedup key")
 			continue

@@ -2,6 +2,11 @@
 // API) talk to rewards entities: the first event creates the entity, and what the
 // server asks callers to retry is retried with backoff, with the same update ID
 // and dedup key so that a retry is recognised, never applied twice.
+//
+// Point events are validated once in the process, where they come in (the
+// HTTP API, the ingress, the starter: workflows.PointEvent.Validate), and
+// trusted here; the entity checks every event again, as the authority for
+// whatever reaches it.
 package rewardsclient
 
 import (
@@ -65,7 +70,7 @@ type Client struct {
 // wraps ErrOutcomeUnknown. Other failures (the server unavailable, the
 // update refused before it took effect) are returned as they are.
 func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflows.PointEvent) (workflows.PointsResult, error) {
-	if err := c.validateEvent(customerID, ev); err != nil {
+	if err := c.validate(customerID); err != nil {
 		return workflows.PointsResult{}, err
 	}
 	if ev.DedupKey == "" {
@@ -130,7 +135,7 @@ func timedOut(err error) bool {
 // AddPoints sends an event as the add-points signal, starting the entity if it
 // does not exist (SignalWithStart).
 func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.PointEvent) error {
-	if err := c.validateEvent(customerID, ev); err != nil {
+	if err := c.validate(customerID); err != nil {
 		return err
 	}
 	return c.retry(ctx, "add-points", func(ctx context.Context) error {
@@ -197,14 +202,6 @@ func (c *Client) validate(customerID string) error {
 		}
 	}
 	return nil
-}
-
-// validateEvent checks the customer ID, the client's tenant and the event.
-func (c *Client) validateEvent(customerID string, ev workflows.PointEvent) error {
-	if err := c.validate(customerID); err != nil {
-		return err
-	}
-	return ev.Validate()
 }
 
 // workflowID is the workflow ID of the entity of the client's tenant's

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -181,13 +182,19 @@ func TestWorkerKilledMidBatch(t *testing.T) {
 }
 
 // olderRewards stands for a rewards entity of a release without
-// apply-points-batch: it knows apply-points only.
+// apply-points-batch: it knows apply-points only, and refuses an invalid
+// event in the update's validator, as every release does.
 func olderRewards(ctx workflow.Context, _ workflows.RewardsInput) error {
 	var points int64
-	if err := workflow.SetUpdateHandler(ctx, workflows.UpdateApplyPoints, func(_ workflow.Context, ev workflows.PointEvent) (workflows.PointsResult, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, workflows.UpdateApplyPoints, func(_ workflow.Context, ev workflows.PointEvent) (workflows.PointsResult, error) {
 		points += ev.Points
 		return workflows.PointsResult{Applied: true, Points: points, Tier: workflows.TierFor(points)}, nil
-	}); err != nil {
+	}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, ev workflows.PointEvent) error {
+		if err := ev.Validate(); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidEvent, nil)
+		}
+		return nil
+	}}); err != nil {
 		return err
 	}
 	return workflow.Await(ctx, func() bool { return false })
