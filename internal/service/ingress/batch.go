@@ -76,17 +76,9 @@ func (d *dispatcher) handleBatch(ctx context.Context, jobs []*job) {
 	for _, j := range jobs {
 		// Once one is nacked to wait, the later ones find it waiting and
 		// follow it.
-		if left, ok := d.backingOff(j); ok {
-			d.nak(j, left, "deferred")
-			continue
+		if !d.deferred(j) {
+			live = append(live, j)
 		}
-		if left, ok := d.overQuota(j); ok {
-			// Parked on arrival (inheritance), it meets its tenant's quota
-			// now, as in handle.
-			d.nak(j, left, ReasonTenantLimited)
-			continue
-		}
-		live = append(live, j)
 	}
 	if len(live) == 0 {
 		return

@@ -682,17 +682,26 @@ func (d *dispatcher) serve(ctx context.Context, key string) {
 	}
 }
 
+// deferred nacks j, and reports so, when it must wait before it is tried:
+// an earlier message of its key is backing off or away (j follows it), or
+// j, parked on arrival (inheritance) and so not yet past submit's quota
+// check, finds its tenant without a token.
+func (d *dispatcher) deferred(j *job) bool {
+	if left, ok := d.backingOff(j); ok {
+		d.nak(j, left, "deferred")
+		return true
+	}
+	if left, ok := d.overQuota(j); ok {
+		d.nak(j, left, ReasonTenantLimited)
+		return true
+	}
+	return false
+}
+
 // handle settles one job: applies it, then acks, nacks or dead-letters it
 // as Decide says, counting this try among its attempts.
 func (d *dispatcher) handle(ctx context.Context, j *job) {
-	if left, ok := d.backingOff(j); ok {
-		// An earlier message of the key is backing off: this one follows it.
-		d.nak(j, left, "deferred")
-		return
-	}
-	if left, ok := d.overQuota(j); ok {
-		// Parked on arrival (inheritance), it meets its tenant's quota now.
-		d.nak(j, left, ReasonTenantLimited)
+	if d.deferred(j) {
 		return
 	}
 	j.attempts++
