@@ -210,7 +210,7 @@ func TestWindowDefaultBoundFitsPayloadGoal(t *testing.T) {
 	}
 }
 
-// The entity's largest window, 20,000 keys (workflows.MaxDedupKeys), must be
+// The entity's largest window, 20,000 keys (rewards.MaxDedupKeys), must be
 // carried well under the 512 KB at which Temporal warns of a large payload.
 func TestWindowLargestBoundFitsPayloadWarning(t *testing.T) {
 	const n = 20_000

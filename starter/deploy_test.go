@@ -13,12 +13,12 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/service/rollout"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func TestParseDeploy(t *testing.T) {
@@ -179,7 +179,7 @@ func TestDeployCommandsOnADevServer(t *testing.T) {
 	srv := devserver.ForTest(t, devserver.Options{})
 	c := srv.Client()
 	address := srv.FrontendHostPort()
-	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
+	w := rewardsworker.New(c, "default", rewardsact.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
 		DeploymentOptions: worker.DeploymentOptions{UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v1"}},
 	})
 	if err := w.Start(); err != nil {
@@ -194,7 +194,7 @@ func TestDeployCommandsOnADevServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rc := &rewardsclient.Client{Temporal: c}
-	if _, err := rc.ApplyPoints(ctx, "deploy-c1", workflows.PointEvent{DedupKey: "k-1", Points: 5}); err != nil {
+	if _, err := rc.ApplyPoints(ctx, "deploy-c1", rewards.PointEvent{DedupKey: "k-1", Points: 5}); err != nil {
 		t.Fatal(err)
 	}
 	var r rollout.Report
@@ -227,7 +227,7 @@ func TestDeployCommandsOnADevServer(t *testing.T) {
 		t.Fatalf("status of an unknown deployment: %v, %q", err, out)
 	}
 
-	w2 := rewardsworker.New(c, "default", activities.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
+	w2 := rewardsworker.New(c, "default", rewardsact.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{
 		DeploymentOptions: worker.DeploymentOptions{UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}},
 	})
 	if err := w2.Start(); err != nil {

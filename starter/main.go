@@ -46,7 +46,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 const usage = `usage: starter <command> [flags]
@@ -197,7 +197,7 @@ func (g globals) rewardsSession(ctx context.Context, who customerFlags) (*sessio
 	if customer == "" {
 		return nil, errors.New("-customer is required")
 	}
-	if err := workflows.ValidateCustomerID(customer); err != nil {
+	if err := rewards.ValidateCustomerID(customer); err != nil {
 		return nil, err
 	}
 	if err := tenant.Validate(tenantID); err != nil {
@@ -239,7 +239,7 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		return err
 	}
 	// No default time: a retry of the same command must describe the same event.
-	ev := workflows.PointEvent{DedupKey: *key, Activity: *activity, Points: *points, SourceID: *source}
+	ev := rewards.PointEvent{DedupKey: *key, Activity: *activity, Points: *points, SourceID: *source}
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339, *at)
 		if err != nil {
@@ -277,7 +277,7 @@ func pointsCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 		verb = "refused"
 	}
 	return print(out, *g.asJSON, struct {
-		workflows.PointsResult
+		rewards.PointsResult
 		DedupKey string `json:"dedup_key"`
 	}{res, ev.DedupKey},
 		fmt.Sprintf("%s %+d points: %s now has %d points, tier %s (dedup key %s)", verb, ev.Points, s.customerName(), res.Points, res.Tier, ev.DedupKey))
@@ -333,7 +333,7 @@ func enrollCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []stri
 
 // statusText is a customer's status in one line, the customer led by its
 // tenant unless that is the default tenant.
-func statusText(st workflows.Status) string {
+func statusText(st rewards.Status) string {
 	enrolled := "enrolled"
 	if !st.Enrolled {
 		enrolled = "unenrolled"

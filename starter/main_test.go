@@ -17,7 +17,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // unreachable is an address where no Temporal server listens: a command that
@@ -158,7 +158,7 @@ func TestUnreachableTemporal(t *testing.T) {
 }
 
 func TestStatusText(t *testing.T) {
-	st := workflows.Status{CustomerID: "c-1", Points: 125, LifetimePoints: 300, Tier: "basic", EventCount: 7, Enrolled: true, DedupKeys: 7, Run: 3}
+	st := rewards.Status{CustomerID: "c-1", Points: 125, LifetimePoints: 300, Tier: "basic", EventCount: 7, Enrolled: true, DedupKeys: 7, Run: 3}
 	const want = "c-1: 125 points (lifetime 300), tier basic, enrolled; 7 events, 7 dedup keys held, run 3"
 	if got := statusText(st); got != want {
 		t.Errorf("statusText = %q, want %q", got, want)
@@ -174,7 +174,7 @@ func TestStatusText(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
-	app := temporal.NewApplicationError("customer c-1 has unenrolled", workflows.ErrNotEnrolled)
+	app := temporal.NewApplicationError("customer c-1 has unenrolled", rewards.ErrNotEnrolled)
 	if got, want := oneLine(errors.Join(errors.New("update failed"), app)), "customer c-1 has unenrolled (NotEnrolled)"; got != want {
 		t.Errorf("oneLine = %q, want %q", got, want)
 	}

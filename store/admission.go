@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // Admission is AdmitRun's answer.
@@ -19,7 +19,7 @@ type Admission struct {
 	// started again: its workflow would find the final row and run nothing.
 	Existed bool
 	// Status is the existing row's status (Existed only).
-	Status workflows.RunStatus
+	Status platform.RunStatus
 	// InFlight is the number of the activity's pending or running runs the
 	// decision saw (the new row not included).
 	InFlight int
@@ -57,7 +57,7 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 	}
 	var a Admission
 	var existing string
-	var status workflows.RunStatus
+	var status platform.RunStatus
 	err = tx.QueryRowContext(ctx, `SELECT workflow_id, status FROM activity_runs WHERE run_id = $1`, r.RunID).Scan(&existing, &status)
 	switch {
 	case err == nil && existing != r.WorkflowID:
@@ -78,7 +78,7 @@ func (s *Store) AdmitRun(ctx context.Context, r Run, limit int) (Admission, erro
 	if _, err := tx.ExecContext(ctx, `INSERT INTO activity_runs (`+runColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		r.RunID, r.WorkflowID, r.ActivityID, r.TenantID, r.TriggerType, dbTimePtr(r.ScheduledFor), r.EventID,
-		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), string(workflows.StatusPending), "", dbTime(r.CreatedAt), nil, nil); err != nil {
+		dbTimePtr(r.WindowStart), dbTimePtr(r.WindowEnd), string(platform.StatusPending), "", dbTime(r.CreatedAt), nil, nil); err != nil {
 		return Admission{}, fmt.Errorf("admit run %s: %w", r.RunID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 func manualRun(i int) Run {
 	id := fmt.Sprint("manual-", i)
-	return Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: "act", TenantID: "t", TriggerType: "manual"}}
+	return Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: "act", TenantID: "t", TriggerType: "manual"}}
 }
 
 // 20 concurrent requests for a limit of 3: exactly 3 are admitted, on both
@@ -48,18 +48,18 @@ func TestAdmitRun(t *testing.T) {
 
 		again, err := s.AdmitRun(ctx, manualRun(admitted[0]), 3)
 		require.NoError(t, err)
-		assert.Equal(t, Admission{Existed: true, Status: workflows.StatusPending}, again, "a repeated request finds its row")
+		assert.Equal(t, Admission{Existed: true, Status: platform.StatusPending}, again, "a repeated request finds its row")
 		assert.False(t, again.Ended())
 
 		full, err := s.AdmitRun(ctx, manualRun(100), 3)
 		require.NoError(t, err)
 		assert.Equal(t, Admission{InFlight: 3}, full)
 
-		_, err = s.FinishRun(ctx, manualRun(admitted[0]).RunID, workflows.StatusSucceeded, "", time.Now())
+		_, err = s.FinishRun(ctx, manualRun(admitted[0]).RunID, platform.StatusSucceeded, "", time.Now())
 		require.NoError(t, err)
 		ended, err := s.AdmitRun(ctx, manualRun(admitted[0]), 3)
 		require.NoError(t, err)
-		assert.Equal(t, Admission{Existed: true, Status: workflows.StatusSucceeded}, ended, "a repeated request of a finished run finds it final")
+		assert.Equal(t, Admission{Existed: true, Status: platform.StatusSucceeded}, ended, "a repeated request of a finished run finds it final")
 		assert.True(t, ended.Ended())
 		abandoned, err := s.AbandonRun(ctx, manualRun(admitted[1]).RunID)
 		require.NoError(t, err)

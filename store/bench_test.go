@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // BenchmarkLogRun measures LogRun from parallel callers: "new" inserts a
@@ -23,7 +23,7 @@ func BenchmarkLogRun(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						id := fmt.Sprint("run-", seq.Add(1))
-						created, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: id, ActivityID: "bench", ScheduledFor: ptr(time.Now())}, CreatedAt: time.Now()})
+						created, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: id, ActivityID: "bench", ScheduledFor: ptr(time.Now())}, CreatedAt: time.Now()})
 						if err != nil || !created {
 							b.Errorf("log run %s: created %v, %v", id, created, err)
 						}
@@ -32,7 +32,7 @@ func BenchmarkLogRun(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 			})
 			b.Run("dup", func(b *testing.B) {
-				dup := Run{RunRecord: workflows.RunRecord{RunID: "dup", WorkflowID: "dup", ActivityID: "bench"}, CreatedAt: time.Now()}
+				dup := Run{RunRecord: platform.RunRecord{RunID: "dup", WorkflowID: "dup", ActivityID: "bench"}, CreatedAt: time.Now()}
 				if _, err := s.LogRun(ctx, dup); err != nil {
 					b.Fatal(err)
 				}

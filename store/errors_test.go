@@ -17,9 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/workflows"
-
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 func TestIsUnavailable(t *testing.T) {
@@ -79,11 +78,11 @@ func TestConnectionLost(t *testing.T) {
 	u.Host = p.Addr()
 	s := openStore(t, u.String())
 	ctx := context.Background()
-	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
+	_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
 	require.NoError(t, err)
 
 	p.Cut()
-	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"}})
+	_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"}})
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
 	assert.True(t, IsUnavailable(s.Ping(ctx)))
@@ -106,7 +105,7 @@ func TestSQLiteBusy(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.ExecContext(ctx, "ROLLBACK")
 
-	_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
+	_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r1", WorkflowID: "wf1", ActivityID: "act"}})
 	require.Error(t, err)
 	assert.True(t, IsUnavailable(err), "%v", err)
 	assert.Contains(t, err.Error(), "log run r1")

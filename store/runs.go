@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // Run is one run of an activity: a row of activity_runs, the run's record
 // (what the workflow logs) with its status and times. The JSON form is what
 // the HTTP API returns for GET /v1/runs/{run_id}.
 type Run struct {
-	workflows.RunRecord
-	Status     workflows.RunStatus `json:"status"`
-	Error      string              `json:"error"`
-	CreatedAt  time.Time           `json:"created_at"`
-	StartedAt  *time.Time          `json:"started_at"`
-	FinishedAt *time.Time          `json:"finished_at"`
+	platform.RunRecord
+	Status     platform.RunStatus `json:"status"`
+	Error      string             `json:"error"`
+	CreatedAt  time.Time          `json:"created_at"`
+	StartedAt  *time.Time         `json:"started_at"`
+	FinishedAt *time.Time         `json:"finished_at"`
 }
 
 const runColumns = `run_id, workflow_id, activity_id, tenant_id, trigger_type, scheduled_for, event_id,
@@ -81,7 +81,7 @@ func (s *Store) StartRun(ctx context.Context, runID string, at time.Time) (chang
 // FinishRun moves run runID from pending or running to a final status with
 // errMsg at the given time and reports whether it changed; a finished run
 // keeps its first outcome, an unknown one is ErrNotFound.
-func (s *Store) FinishRun(ctx context.Context, runID string, status workflows.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
+func (s *Store) FinishRun(ctx context.Context, runID string, status platform.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
 	return s.finish(ctx, runLifecycle, runID, status, errMsg, at)
 }
 

@@ -11,22 +11,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // entity abstracts runs and tasks for the tests of their shared lifecycle.
 type entity struct {
 	name string
 	// log logs row id in the given status; a task gets a run logged first.
-	log    func(s *Store, ctx context.Context, id string, status workflows.RunStatus) (bool, error)
+	log    func(s *Store, ctx context.Context, id string, status platform.RunStatus) (bool, error)
 	start  func(s *Store, ctx context.Context, id string, at time.Time) (bool, error)
-	finish func(s *Store, ctx context.Context, id string, status workflows.RunStatus, errMsg string, at time.Time) (bool, error)
+	finish func(s *Store, ctx context.Context, id string, status platform.RunStatus, errMsg string, at time.Time) (bool, error)
 	get    func(s *Store, ctx context.Context, id string) (state, error)
 }
 
 // state is the lifecycle part of a run or task row.
 type state struct {
-	status            workflows.RunStatus
+	status            platform.RunStatus
 	errMsg            string
 	started, finished *time.Time
 }
@@ -34,8 +34,8 @@ type state struct {
 var entities = []entity{
 	{
 		name: "run",
-		log: func(s *Store, ctx context.Context, id string, status workflows.RunStatus) (bool, error) {
-			return s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: "act"}, Status: status, CreatedAt: at(0)})
+		log: func(s *Store, ctx context.Context, id string, status platform.RunStatus) (bool, error) {
+			return s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: "act"}, Status: status, CreatedAt: at(0)})
 		},
 		start:  (*Store).StartRun,
 		finish: (*Store).FinishRun,
@@ -46,8 +46,8 @@ var entities = []entity{
 	},
 	{
 		name: "task",
-		log: func(s *Store, ctx context.Context, id string, status workflows.RunStatus) (bool, error) {
-			if _, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "run-" + id, WorkflowID: "wf-run-" + id, ActivityID: "act"}, CreatedAt: at(0)}); err != nil {
+		log: func(s *Store, ctx context.Context, id string, status platform.RunStatus) (bool, error) {
+			if _, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "run-" + id, WorkflowID: "wf-run-" + id, ActivityID: "act"}, CreatedAt: at(0)}); err != nil {
 				return false, err
 			}
 			return s.LogTask(ctx, Task{ID: id, RunID: "run-" + id, TaskType: "send", Status: status, CreatedAt: at(0)})
@@ -73,7 +73,7 @@ func TestLogOnce(t *testing.T) {
 				ctx := context.Background()
 				var created atomic.Int32
 				parallel(callers, func(int) {
-					ok, err := e.log(s, ctx, "once", workflows.StatusPending)
+					ok, err := e.log(s, ctx, "once", platform.StatusPending)
 					assert.NoError(t, err)
 					if ok {
 						created.Add(1)
@@ -92,13 +92,13 @@ func TestLogOnce(t *testing.T) {
 }
 
 func TestTransitions(t *testing.T) {
-	statuses := []workflows.RunStatus{workflows.StatusPending, workflows.StatusRunning, workflows.StatusSucceeded, workflows.StatusFailed}
-	allowed := map[[2]workflows.RunStatus]bool{
-		{workflows.StatusPending, workflows.StatusRunning}:   true,
-		{workflows.StatusPending, workflows.StatusSucceeded}: true,
-		{workflows.StatusPending, workflows.StatusFailed}:    true,
-		{workflows.StatusRunning, workflows.StatusSucceeded}: true,
-		{workflows.StatusRunning, workflows.StatusFailed}:    true,
+	statuses := []platform.RunStatus{platform.StatusPending, platform.StatusRunning, platform.StatusSucceeded, platform.StatusFailed}
+	allowed := map[[2]platform.RunStatus]bool{
+		{platform.StatusPending, platform.StatusRunning}:   true,
+		{platform.StatusPending, platform.StatusSucceeded}: true,
+		{platform.StatusPending, platform.StatusFailed}:    true,
+		{platform.StatusRunning, platform.StatusSucceeded}: true,
+		{platform.StatusRunning, platform.StatusFailed}:    true,
 	}
 	when := at(time.Hour)
 	eachBackend(t, func(t *testing.T, s *Store) {
@@ -114,15 +114,15 @@ func TestTransitions(t *testing.T) {
 
 						var changed bool
 						switch to {
-						case workflows.StatusPending:
-							changed, err = e.log(s, ctx, id, workflows.StatusPending)
-						case workflows.StatusRunning:
+						case platform.StatusPending:
+							changed, err = e.log(s, ctx, id, platform.StatusPending)
+						case platform.StatusRunning:
 							changed, err = e.start(s, ctx, id, when)
 						default:
 							changed, err = e.finish(s, ctx, id, to, "boom", when)
 						}
 						require.NoError(t, err)
-						want := allowed[[2]workflows.RunStatus{from, to}]
+						want := allowed[[2]platform.RunStatus{from, to}]
 						assert.Equal(t, want, changed)
 
 						got, err := e.get(s, ctx, id)
@@ -132,7 +132,7 @@ func TestTransitions(t *testing.T) {
 							return
 						}
 						assert.Equal(t, to, got.status)
-						if to == workflows.StatusRunning {
+						if to == platform.StatusRunning {
 							assert.Equal(t, &when, got.started)
 							assert.Nil(t, got.finished)
 							return
@@ -153,12 +153,12 @@ func TestTransitionErrors(t *testing.T) {
 			t.Run(e.name, func(t *testing.T) {
 				_, err := e.start(s, ctx, "missing", at(0))
 				assert.ErrorIs(t, err, ErrNotFound)
-				_, err = e.finish(s, ctx, "missing", workflows.StatusFailed, "", at(0))
+				_, err = e.finish(s, ctx, "missing", platform.StatusFailed, "", at(0))
 				assert.ErrorIs(t, err, ErrNotFound)
 
-				_, err = e.log(s, ctx, "x", workflows.StatusPending)
+				_, err = e.log(s, ctx, "x", platform.StatusPending)
 				require.NoError(t, err)
-				for _, status := range []workflows.RunStatus{workflows.StatusPending, workflows.StatusRunning, "done", ""} {
+				for _, status := range []platform.RunStatus{platform.StatusPending, platform.StatusRunning, "done", ""} {
 					_, err = e.finish(s, ctx, "x", status, "", at(0))
 					assert.ErrorContains(t, err, "is not \"succeeded\" or \"failed\"", "finish as %q", status)
 				}
@@ -180,11 +180,11 @@ func TestRace(t *testing.T) {
 			t.Run(e.name, func(t *testing.T) {
 				for round := range rounds {
 					id := fmt.Sprintf("race-%d", round)
-					_, err := e.log(s, ctx, id, workflows.StatusPending)
+					_, err := e.log(s, ctx, id, platform.StatusPending)
 					require.NoError(t, err)
 
 					stop := make(chan struct{})
-					observed := make(chan []workflows.RunStatus)
+					observed := make(chan []platform.RunStatus)
 					go func() { observed <- observe(ctx, t, s, e, id, stop) }()
 
 					var mu sync.Mutex
@@ -194,13 +194,13 @@ func TestRace(t *testing.T) {
 						var err error
 						switch i % 4 {
 						case 0:
-							changed, err = e.log(s, ctx, id, workflows.StatusPending)
+							changed, err = e.log(s, ctx, id, platform.StatusPending)
 						case 1:
 							changed, err = e.start(s, ctx, id, at(time.Duration(i)*time.Second))
 						case 2:
-							changed, err = e.finish(s, ctx, id, workflows.StatusSucceeded, "", at(time.Duration(i)*time.Second))
+							changed, err = e.finish(s, ctx, id, platform.StatusSucceeded, "", at(time.Duration(i)*time.Second))
 						case 3:
-							changed, err = e.finish(s, ctx, id, workflows.StatusFailed, fmt.Sprint("error ", i), at(time.Duration(i)*time.Second))
+							changed, err = e.finish(s, ctx, id, platform.StatusFailed, fmt.Sprint("error ", i), at(time.Duration(i)*time.Second))
 						}
 						assert.NoError(t, err)
 						if !changed {
@@ -224,9 +224,9 @@ func TestRace(t *testing.T) {
 					winner := finishes[0]
 					assert.Equal(t, ptr(at(time.Duration(winner)*time.Second)), got.finished)
 					if winner%4 == 2 {
-						assert.Equal(t, state{status: workflows.StatusSucceeded}, state{status: got.status, errMsg: got.errMsg})
+						assert.Equal(t, state{status: platform.StatusSucceeded}, state{status: got.status, errMsg: got.errMsg})
 					} else {
-						assert.Equal(t, state{status: workflows.StatusFailed, errMsg: fmt.Sprint("error ", winner)}, state{status: got.status, errMsg: got.errMsg})
+						assert.Equal(t, state{status: platform.StatusFailed, errMsg: fmt.Sprint("error ", winner)}, state{status: got.status, errMsg: got.errMsg})
 					}
 					if len(starts) == 1 {
 						assert.Equal(t, ptr(at(time.Duration(starts[0])*time.Second)), got.started)
@@ -243,9 +243,9 @@ func TestRace(t *testing.T) {
 // observe polls row id until stop closes and once more after, failing the
 // test if its status moves backwards or leaves a terminal status. It returns
 // the statuses seen.
-func observe(ctx context.Context, t *testing.T, s *Store, e entity, id string, stop <-chan struct{}) []workflows.RunStatus {
-	rank := map[workflows.RunStatus]int{workflows.StatusPending: 0, workflows.StatusRunning: 1, workflows.StatusSucceeded: 2, workflows.StatusFailed: 2}
-	var seen []workflows.RunStatus
+func observe(ctx context.Context, t *testing.T, s *Store, e entity, id string, stop <-chan struct{}) []platform.RunStatus {
+	rank := map[platform.RunStatus]int{platform.StatusPending: 0, platform.StatusRunning: 1, platform.StatusSucceeded: 2, platform.StatusFailed: 2}
+	var seen []platform.RunStatus
 	for done := false; !done; {
 		select {
 		case <-stop:
@@ -286,16 +286,16 @@ func parallel(n int, fn func(i int)) {
 func TestLogConflicts(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf", ActivityID: "act"}})
+		_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r1", WorkflowID: "wf", ActivityID: "act"}})
 		require.NoError(t, err)
-		_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r2", WorkflowID: "wf", ActivityID: "act"}})
+		_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r2", WorkflowID: "wf", ActivityID: "act"}})
 		assert.ErrorIs(t, err, ErrConflict, "workflow ID taken by another run")
-		_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "other", ActivityID: "act"}})
+		_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r1", WorkflowID: "other", ActivityID: "act"}})
 		assert.ErrorIs(t, err, ErrConflict, "run ID logged with another workflow")
-		_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r3", ActivityID: "act"}})
+		_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r3", ActivityID: "act"}})
 		assert.ErrorContains(t, err, "required")
 
-		_, err = s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"}})
+		_, err = s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "r2", WorkflowID: "wf2", ActivityID: "act"}})
 		require.NoError(t, err)
 		_, err = s.LogTask(ctx, Task{ID: "t1", RunID: "r1", TaskType: "send"})
 		require.NoError(t, err)
@@ -311,7 +311,7 @@ func TestLogConflicts(t *testing.T) {
 func TestGetRun(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		run := Run{RunRecord: workflows.RunRecord{RunID: "r1", WorkflowID: "wf-1", ActivityID: "act", TenantID: "acme", TriggerType: "schedule", ScheduledFor: ptr(at(0)), EventID: "ev-1", WindowStart: ptr(at(-time.Hour)), WindowEnd: ptr(at(0))}, Status: workflows.StatusPending, CreatedAt: at(time.Second)}
+		run := Run{RunRecord: platform.RunRecord{RunID: "r1", WorkflowID: "wf-1", ActivityID: "act", TenantID: "acme", TriggerType: "schedule", ScheduledFor: ptr(at(0)), EventID: "ev-1", WindowStart: ptr(at(-time.Hour)), WindowEnd: ptr(at(0))}, Status: platform.StatusPending, CreatedAt: at(time.Second)}
 		_, err := s.LogRun(ctx, run)
 		require.NoError(t, err)
 		// Logged out of order; index 10 must sort after 2.
@@ -329,7 +329,7 @@ func TestGetRun(t *testing.T) {
 		var order []string
 		for _, task := range tasks {
 			order = append(order, task.ID)
-			assert.Equal(t, Task{ID: task.ID, RunID: "r1", TaskType: task.TaskType, Index: task.Index, Status: workflows.StatusPending, CreatedAt: at(0)}, task)
+			assert.Equal(t, Task{ID: task.ID, RunID: "r1", TaskType: task.TaskType, Index: task.Index, Status: platform.StatusPending, CreatedAt: at(0)}, task)
 		}
 		assert.Equal(t, []string{"r1/a/1", "r1/a/2", "r1/a/10", "r1/b/2", "r1/b/10"}, order)
 
@@ -366,10 +366,10 @@ func TestListRuns(t *testing.T) {
 			{"micro", ptr(at(0).Truncate(time.Second).Add(time.Microsecond)), at(0)},
 		}
 		for _, r := range runs {
-			_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: r.id, WorkflowID: "wf-" + r.id, ActivityID: "act", ScheduledFor: r.scheduled}, CreatedAt: r.created})
+			_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: r.id, WorkflowID: "wf-" + r.id, ActivityID: "act", ScheduledFor: r.scheduled}, CreatedAt: r.created})
 			require.NoError(t, err)
 		}
-		_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: "other", WorkflowID: "wf-other", ActivityID: "other"}})
+		_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: "other", WorkflowID: "wf-other", ActivityID: "other"}})
 		require.NoError(t, err)
 
 		got, err := s.ListRuns(ctx, "act")
@@ -392,13 +392,13 @@ func TestRunningRuns(t *testing.T) {
 		ctx := context.Background()
 		for i, r := range []struct {
 			activity string
-			status   workflows.RunStatus
+			status   platform.RunStatus
 		}{
-			{"act", workflows.StatusPending}, {"act", workflows.StatusRunning}, {"act", workflows.StatusSucceeded}, {"act", workflows.StatusFailed},
-			{"act", workflows.StatusRunning}, {"other", workflows.StatusPending},
+			{"act", platform.StatusPending}, {"act", platform.StatusRunning}, {"act", platform.StatusSucceeded}, {"act", platform.StatusFailed},
+			{"act", platform.StatusRunning}, {"other", platform.StatusPending},
 		} {
 			id := fmt.Sprint("r", i)
-			_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: r.activity}, Status: r.status})
+			_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: r.activity}, Status: r.status})
 			require.NoError(t, err)
 		}
 		tests := []struct {
@@ -424,7 +424,7 @@ func TestLastWindowEnd(t *testing.T) {
 			{"act", nil}, {"other", ptr(at(150 * time.Minute))},
 		} {
 			id := fmt.Sprint("r", i)
-			_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: r.activity, WindowEnd: r.end}, Status: workflows.StatusFailed})
+			_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: "wf-" + id, ActivityID: r.activity, WindowEnd: r.end}, Status: platform.StatusFailed})
 			require.NoError(t, err)
 		}
 		tests := []struct {

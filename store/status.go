@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // lifecycle names a table whose rows carry a status, for the guarded
@@ -24,10 +24,10 @@ var (
 
 // logDefaults fills in what LogRun and LogTask default for row id, a pending
 // status and the current time as created_at, and refuses a status that is
-// not a workflows.RunStatus.
-func (l lifecycle) logDefaults(id string, status *workflows.RunStatus, created *time.Time) error {
+// not a platform.RunStatus.
+func (l lifecycle) logDefaults(id string, status *platform.RunStatus, created *time.Time) error {
 	if *status == "" {
-		*status = workflows.StatusPending
+		*status = platform.StatusPending
 	}
 	if !status.Valid() {
 		return fmt.Errorf("log %s %s: invalid status %q", l.noun, id, *status)
@@ -55,9 +55,9 @@ func (s *Store) start(ctx context.Context, l lifecycle, id string, at time.Time)
 // finish moves the row id from pending or running to the terminal status,
 // setting error and finished_at. It reports whether the row changed; a row
 // already terminal is left alone, a missing one is ErrNotFound.
-func (s *Store) finish(ctx context.Context, l lifecycle, id string, status workflows.RunStatus, errMsg string, at time.Time) (bool, error) {
+func (s *Store) finish(ctx context.Context, l lifecycle, id string, status platform.RunStatus, errMsg string, at time.Time) (bool, error) {
 	if !status.Final() {
-		return false, fmt.Errorf("finish %s %s: status %q is not %q or %q", l.noun, id, status, workflows.StatusSucceeded, workflows.StatusFailed)
+		return false, fmt.Errorf("finish %s %s: status %q is not %q or %q", l.noun, id, status, platform.StatusSucceeded, platform.StatusFailed)
 	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE `+l.table+` SET status = $2, error = $3, finished_at = $4 WHERE `+l.key+` = $1 AND status IN ('pending', 'running')`,

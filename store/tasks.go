@@ -5,21 +5,21 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // Task is one task instance of a run — a child workflow — a row of
 // task_instances. ID is the child workflow's ID.
 type Task struct {
-	ID         string              `json:"id"`
-	RunID      string              `json:"run_id"`
-	TaskType   string              `json:"task_type"`
-	Index      int                 `json:"index"`
-	Status     workflows.RunStatus `json:"status"`
-	Error      string              `json:"error"`
-	CreatedAt  time.Time           `json:"created_at"`
-	StartedAt  *time.Time          `json:"started_at"`
-	FinishedAt *time.Time          `json:"finished_at"`
+	ID         string             `json:"id"`
+	RunID      string             `json:"run_id"`
+	TaskType   string             `json:"task_type"`
+	Index      int                `json:"index"`
+	Status     platform.RunStatus `json:"status"`
+	Error      string             `json:"error"`
+	CreatedAt  time.Time          `json:"created_at"`
+	StartedAt  *time.Time         `json:"started_at"`
+	FinishedAt *time.Time         `json:"finished_at"`
 }
 
 const taskColumns = `id, run_id, task_type, idx, status, error, created_at, started_at, finished_at`
@@ -61,7 +61,7 @@ func (s *Store) StartTask(ctx context.Context, id string, at time.Time) (changed
 // FinishTask moves task id from pending or running to a final status with
 // errMsg at the given time and reports whether it changed; a finished task
 // keeps its first outcome, an unknown one is ErrNotFound.
-func (s *Store) FinishTask(ctx context.Context, id string, status workflows.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
+func (s *Store) FinishTask(ctx context.Context, id string, status platform.RunStatus, errMsg string, at time.Time) (changed bool, err error) {
 	return s.finish(ctx, taskLifecycle, id, status, errMsg, at)
 }
 

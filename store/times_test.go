@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // TestTimeRoundTrip stores times through every time column and checks that
@@ -36,11 +36,11 @@ func TestTimeRoundTrip(t *testing.T) {
 			for i, tt := range times {
 				id := fmt.Sprint("r", i)
 				in := tt.in
-				_, err := s.LogRun(ctx, Run{RunRecord: workflows.RunRecord{RunID: id, WorkflowID: id, ActivityID: "act", ScheduledFor: &in, WindowStart: &in, WindowEnd: &in}, CreatedAt: in})
+				_, err := s.LogRun(ctx, Run{RunRecord: platform.RunRecord{RunID: id, WorkflowID: id, ActivityID: "act", ScheduledFor: &in, WindowStart: &in, WindowEnd: &in}, CreatedAt: in})
 				require.NoError(t, err)
 				_, err = s.StartRun(ctx, id, in)
 				require.NoError(t, err)
-				_, err = s.FinishRun(ctx, id, workflows.StatusSucceeded, "", in)
+				_, err = s.FinishRun(ctx, id, platform.StatusSucceeded, "", in)
 				require.NoError(t, err)
 
 				r, _, err := s.GetRun(ctx, id)

@@ -9,6 +9,9 @@
 // thereby stay byte for byte what they were before tenants. Normalize turns
 // either into Default, Payload turns either into the payload form, and
 // IsDefault recognises both.
+//
+// FairnessKey is the tenant's task-queue fairness key, which every domain's
+// workflow starts set, so it lives here, below the domains.
 package tenant
 
 import (

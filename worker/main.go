@@ -17,7 +17,7 @@
 // on their first version; the worker warns about it at start.
 //
 // -rewards-release (env REWARDS_RELEASE, default the newest) caps the release
-// of the rewards entity that new runs take (workflows.RewardsReleaseCap): the
+// of the rewards entity that new runs take (rewards.RewardsReleaseCap): the
 // first phase of a two-phase rollout without versioning, and the way to run
 // the previous release from this binary.
 //
@@ -60,7 +60,8 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/pollers"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/workerprocess"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func main() {
@@ -194,7 +195,7 @@ func addFlags(fs *flag.FlagSet) *flagValues {
 	v := &flagValues{}
 	fs.StringVar(&v.address, "address", "", "Temporal frontend `host:port` (default "+temporalclient.DefaultAddress+")")
 	fs.StringVar(&v.namespace, "namespace", "", "Temporal `namespace` (default default)")
-	fs.StringVar(&v.queues, "task-queues", workflows.RewardsTaskQueue+","+workflows.ActivitiesTaskQueue, "comma-separated task `queues` to poll, or none (with -ingest: an ingress only)")
+	fs.StringVar(&v.queues, "task-queues", rewards.RewardsTaskQueue+","+platform.ActivitiesTaskQueue, "comma-separated task `queues` to poll, or none (with -ingest: an ingress only)")
 	fs.StringVar(&v.databaseURL, "database-url", "", "database `url`: empty for the SQLite file ./data/entity.db, postgres://... for PostgreSQL")
 	fs.StringVar(&v.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.DurationVar(&v.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
@@ -202,7 +203,7 @@ func addFlags(fs *flag.FlagSet) *flagValues {
 	fs.StringVar(&v.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint, or "+workerprocess.MetricsOff)
 	fs.StringVar(&v.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
 	fs.StringVar(&v.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
-	fs.IntVar(&v.rewardsRelease, "rewards-release", workflows.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", workflows.RewardsRelease))
+	fs.IntVar(&v.rewardsRelease, "rewards-release", rewards.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", rewards.RewardsRelease))
 	fs.StringVar(&v.pollers, "pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
 	return v
 }
@@ -223,8 +224,8 @@ func (v *flagValues) fill(c *config) error {
 	if c.Pollers, err = pollers.Parse(v.pollers); err != nil {
 		return fmt.Errorf("-pollers (or WORKER_POLLERS): %w", err)
 	}
-	if c.RewardsRelease < 1 || c.RewardsRelease > workflows.RewardsRelease {
-		return fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", workflows.RewardsRelease, c.RewardsRelease)
+	if c.RewardsRelease < 1 || c.RewardsRelease > rewards.RewardsRelease {
+		return fmt.Errorf("-rewards-release (or REWARDS_RELEASE) must be a release from 1 to %d, not %d", rewards.RewardsRelease, c.RewardsRelease)
 	}
 	if err := validateVersion(c.Version); err != nil {
 		return err

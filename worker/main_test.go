@@ -11,7 +11,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -24,7 +24,7 @@ func TestParseConfig(t *testing.T) {
 		wantErr string // a part of the error; empty: no error
 	}{
 		{name: "defaults: unversioned, newest release", want: func(c config) bool {
-			return !c.Versioned() && c.RewardsRelease == workflows.RewardsRelease && c.StickyCacheSize == 2000
+			return !c.Versioned() && c.RewardsRelease == rewards.RewardsRelease && c.StickyCacheSize == 2000
 		}},
 		{name: "versioned by flags", args: []string{"-deployment-name", "entityflow", "-build-id", "v2"}, want: func(c config) bool {
 			return c.Versioned() && c.Version == worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // step is one command of the demo.
@@ -40,7 +40,7 @@ func playDemo(ctx context.Context, rc *rewardsclient.Client, out io.Writer, bega
 	fmt.Fprintf(out, "\n%-11s %-14s %6s  %s\n", "customer", "dedup key", "points", "answer")
 	first := true
 	for _, s := range steps {
-		ev := workflows.PointEvent{DedupKey: s.key, Activity: "purchase", Points: s.points, SourceID: s.key}
+		ev := rewards.PointEvent{DedupKey: s.key, Activity: "purchase", Points: s.points, SourceID: s.key}
 		var answer string
 		if s.signal {
 			if err := rc.AddPoints(ctx, s.customer, ev); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/platform"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
 )
 
 // The demo's activities have fixed IDs, so a second `make run` replaces them
@@ -57,14 +57,14 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 	}
 	// The schedule was just created; replay the last minute's fire, as the
 	// server does after an outage, so a cron run shows without waiting.
-	handle := svc.Temporal.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(demoCron.ActivityID))
+	handle := svc.Temporal.ScheduleClient().GetHandle(ctx, platformwf.ScheduleID(demoCron.ActivityID))
 	lastMinute := time.Now().UTC().Truncate(time.Minute)
 	if err := handle.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{
 		{Start: lastMinute, End: lastMinute, Overlap: enums.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL},
 	}}); err != nil {
 		return fmt.Errorf("backfilling the demo schedule: %w", err)
 	}
-	fmt.Fprintf(out, "  backfilled the %s fire of %s (misfire policy catchup)\n", lastMinute.Format("15:04"), workflows.ScheduleID(demoCron.ActivityID))
+	fmt.Fprintf(out, "  backfilled the %s fire of %s (misfire policy catchup)\n", lastMinute.Format("15:04"), platformwf.ScheduleID(demoCron.ActivityID))
 
 	env := contracts.EventEnvelope{
 		EventID: "evt-demo-order-1", EventType: "order.created", Source: "shop", TenantID: "demo",
@@ -88,12 +88,12 @@ func playPlatformDemo(ctx context.Context, svc *platform.Service, out io.Writer)
 	if err := svc.Temporal.GetWorkflow(ctx, eventWorkflow, "").Get(ctx, nil); err != nil {
 		return fmt.Errorf("event run: %w", err)
 	}
-	cronWorkflow := workflows.CronRunWorkflowID(demoCron.ActivityID, lastMinute)
-	if err := waitForRun(ctx, svc, workflows.RunID(cronWorkflow)); err != nil {
+	cronWorkflow := platformwf.CronRunWorkflowID(demoCron.ActivityID, lastMinute)
+	if err := waitForRun(ctx, svc, platformwf.RunID(cronWorkflow)); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "\nruns:")
-	for _, runID := range []string{workflows.RunID(cronWorkflow), workflows.RunID(eventWorkflow)} {
+	for _, runID := range []string{platformwf.RunID(cronWorkflow), platformwf.RunID(eventWorkflow)} {
 		v, err := svc.Run(ctx, runID)
 		if errors.Is(err, platform.ErrNotFound) {
 			// The server already had this run from a session with another database.

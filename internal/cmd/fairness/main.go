@@ -33,11 +33,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func main() {
@@ -149,7 +149,7 @@ func measure(ctx context.Context, s settings, mode string) ([]row, error) {
 		return nil, err
 	}
 	defer c.Close()
-	w := rewardsworker.New(c, srv.Namespace, activities.LogRecorder{Logger: quietLog},
+	w := rewardsworker.New(c, srv.Namespace, rewardsact.LogRecorder{Logger: quietLog},
 		worker.Options{TaskQueueActivitiesPerSecond: s.activityRate})
 	if err := w.Start(); err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func measure(ctx context.Context, s settings, mode string) ([]row, error) {
 	// worker's and the queue's first use.
 	for _, t := range []string{"quiet", "noisy"} {
 		wctx, cancel := context.WithTimeout(ctx, s.timeout)
-		_, err := rc.For(t).ApplyPoints(wctx, "warm-"+runID, workflows.PointEvent{DedupKey: "warm", Activity: "purchase", Points: 1})
+		_, err := rc.For(t).ApplyPoints(wctx, "warm-"+runID, rewards.PointEvent{DedupKey: "warm", Activity: "purchase", Points: 1})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("warming up %s: %w", t, err)
@@ -211,7 +211,7 @@ func offer(ctx context.Context, s settings, rc *rewardsclient.Client, prefix str
 					ectx, cancel := context.WithTimeout(ctx, s.timeout)
 					defer cancel()
 					began := time.Now()
-					_, err := tc.ApplyPoints(ectx, customer, workflows.PointEvent{DedupKey: "e-1", Activity: "purchase", Points: 1})
+					_, err := tc.ApplyPoints(ectx, customer, rewards.PointEvent{DedupKey: "e-1", Activity: "purchase", Points: 1})
 					took := time.Since(began)
 					mu.Lock()
 					defer mu.Unlock()

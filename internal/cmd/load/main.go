@@ -48,7 +48,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/auth"
@@ -494,7 +494,7 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 		e.cleanup = append(e.cleanup, func() { st.Close() })
 	}
 	if inWorker {
-		rw := rewardsworker.New(e.c, cfg.namespace, activities.StoreRecorder{Store: st}, wopts)
+		rw := rewardsworker.New(e.c, cfg.namespace, rewardsact.StoreRecorder{Store: st}, wopts)
 		if err := rw.Start(); err != nil {
 			e.close()
 			return nil, err

@@ -19,7 +19,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // target is what a mode drives: send one event (again, for a redelivery) and
@@ -70,7 +70,7 @@ func (t *httpTarget) send(ctx context.Context, e *event) string {
 func (t *httpTarget) fate(kind string) fate { return httpFate(kind) }
 
 func (t *httpTarget) workflowID(tenant, customer string) string {
-	return workflows.RewardsWorkflowIDFor(tenant, customer)
+	return rewards.RewardsWorkflowIDFor(tenant, customer)
 }
 
 func (t *httpTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {
@@ -95,7 +95,7 @@ func (t *httpTarget) points(ctx context.Context, tenant, customer string) (int64
 	default:
 		return 0, true, fmt.Errorf("GET /v1/customers/%s: %d %s", customer, resp.StatusCode, b)
 	}
-	var st workflows.Status
+	var st rewards.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		return 0, true, err
 	}
@@ -110,7 +110,7 @@ type clientTarget struct {
 }
 
 func (t *clientTarget) send(ctx context.Context, e *event) string {
-	_, err := t.rc.For(e.Tenant).ApplyPoints(ctx, e.Customer, workflows.PointEvent{
+	_, err := t.rc.For(e.Tenant).ApplyPoints(ctx, e.Customer, rewards.PointEvent{
 		DedupKey: e.Key, Activity: "purchase", Points: e.Points, SourceID: "src-" + e.Key,
 	})
 	return clientKind(ctx, err)
@@ -137,7 +137,7 @@ func clientKind(ctx context.Context, err error) string {
 func (t *clientTarget) fate(kind string) fate { return clientFate(kind) }
 
 func (t *clientTarget) workflowID(tenant, customer string) string {
-	return workflows.RewardsWorkflowIDFor(tenant, customer)
+	return rewards.RewardsWorkflowIDFor(tenant, customer)
 }
 
 func (t *clientTarget) points(ctx context.Context, tenant, customer string) (int64, bool, error) {

@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/admission"
@@ -36,7 +36,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/tlstest"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // syncBuffer is a bytes.Buffer safe for Run writing while the test reads.
@@ -161,7 +161,7 @@ func TestServeEncryptsAndDecodesForTheWebUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ec.Close()
-	w := rewardsworker.New(ec, "default", activities.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{})
+	w := rewardsworker.New(ec, "default", rewardsact.LogRecorder{Logger: slog.New(slog.DiscardHandler)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestServeEncryptsAndDecodesForTheWebUI(t *testing.T) {
 	}
 
 	// The update's argument, as the server stores it: ciphertext.
-	iter := srv.Client().GetWorkflowHistory(t.Context(), workflows.RewardsWorkflowID("enc-api"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := srv.Client().GetWorkflowHistory(t.Context(), rewards.RewardsWorkflowID("enc-api"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var update *commonpb.Payloads
 	for iter.HasNext() && update == nil {
 		ev, err := iter.Next()
@@ -247,7 +247,7 @@ func TestServeEncryptsAndDecodesForTheWebUI(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(body), &decoded); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	var ev workflows.PointEvent
+	var ev rewards.PointEvent
 	if err := converter.GetDefaultDataConverter().FromPayloads(&decoded, &ev); err != nil || ev.SourceID != secret || ev.Points != 25 {
 		t.Fatalf("decoded %+v, %v", ev, err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/admission"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // problemEntityBusy is the 429 of a customer's entity with its admission
@@ -28,7 +28,7 @@ func (s *Server) admit(limiter *admission.Limiter, h http.HandlerFunc) http.Hand
 		// Queued by entity: the same customer ID of two tenants is two
 		// entities. An invalid tenant is the handler's to refuse.
 		tenant, _ := requestTenant(r)
-		ticket, err := limiter.Acquire(r.Context(), workflows.RewardsWorkflowIDFor(tenant, customer))
+		ticket, err := limiter.Acquire(r.Context(), rewards.RewardsWorkflowIDFor(tenant, customer))
 		if err != nil {
 			s.refuseAdmission(w, customer, err)
 			return

@@ -22,7 +22,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // slowTemporal is a Temporal client whose apply-points updates to one
@@ -56,7 +56,7 @@ func (f *slowTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.Upd
 // queue: how full batches are refused is internal/service/coalesce's test.)
 func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 	const m, q = 2, 3
-	fake := &slowTemporal{slowID: workflows.RewardsWorkflowID("c-hot"), gate: make(chan struct{})}
+	fake := &slowTemporal{slowID: rewards.RewardsWorkflowID("c-hot"), gate: make(chan struct{})}
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	limiter := &admission.Limiter{MaxInFlight: m, MaxQueue: q, MaxWait: time.Minute}
@@ -80,8 +80,8 @@ func TestSaturatedEntityAnswers429AtOnce(t *testing.T) {
 		})
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for limiter.Stats(workflows.RewardsWorkflowID("c-hot")) != (admission.Stats{InFlight: m, Queued: q}) {
-		require.True(t, time.Now().Before(deadline), "stats %+v", limiter.Stats(workflows.RewardsWorkflowID("c-hot")))
+	for limiter.Stats(rewards.RewardsWorkflowID("c-hot")) != (admission.Stats{InFlight: m, Queued: q}) {
+		require.True(t, time.Now().Before(deadline), "stats %+v", limiter.Stats(rewards.RewardsWorkflowID("c-hot")))
 		time.Sleep(time.Millisecond)
 	}
 
@@ -120,7 +120,7 @@ entity_admission_total{outcome="rejected"} 1
 // A command whose request ends while it is queued is answered 503 (nothing
 // ran) and releases its key.
 func TestQueuedCommandDeadlineIs503(t *testing.T) {
-	fake := &slowTemporal{slowID: workflows.RewardsWorkflowID("c-hot"), gate: make(chan struct{})}
+	fake := &slowTemporal{slowID: rewards.RewardsWorkflowID("c-hot"), gate: make(chan struct{})}
 	logger := slog.New(slog.DiscardHandler)
 	limiter := &admission.Limiter{MaxInFlight: 1, MaxQueue: 1, MaxWait: time.Minute}
 	api := &httpapi.Server{
@@ -134,7 +134,7 @@ func TestQueuedCommandDeadlineIs503(t *testing.T) {
 	body := `{"activity":"purchase","points":25}`
 	done := make(chan int)
 	go func() { done <- send(h, http.MethodPost, "/v1/customers/c-hot/points", "k-0", body).Code }()
-	for limiter.Stats(workflows.RewardsWorkflowID("c-hot")).InFlight != 1 {
+	for limiter.Stats(rewards.RewardsWorkflowID("c-hot")).InFlight != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,7 +142,7 @@ func TestQueuedCommandDeadlineIs503(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k-1")
 	rec := httptest.NewRecorder()
 	go func() {
-		for limiter.Stats(workflows.RewardsWorkflowID("c-hot")).Queued != 1 {
+		for limiter.Stats(rewards.RewardsWorkflowID("c-hot")).Queued != 1 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()

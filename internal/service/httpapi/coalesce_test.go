@@ -20,7 +20,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // unlucky is the points the echo entity refuses.
@@ -45,11 +45,11 @@ func (f *echoTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.Upd
 	case <-ctx.Done():
 		return nil, client.NewWorkflowUpdateServiceTimeoutOrCanceledError(ctx.Err())
 	}
-	var events []workflows.PointEvent
+	var events []rewards.PointEvent
 	switch arg := o.UpdateOptions.Args[0].(type) {
-	case workflows.PointEvent:
-		events = []workflows.PointEvent{arg}
-	case workflows.PointEventBatch:
+	case rewards.PointEvent:
+		events = []rewards.PointEvent{arg}
+	case rewards.PointEventBatch:
 		events = arg.Events
 	}
 	f.mu.Lock()
@@ -61,27 +61,27 @@ func (f *echoTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.Upd
 type echoHandle struct {
 	client.WorkflowUpdateHandle
 	name   string
-	events []workflows.PointEvent
+	events []rewards.PointEvent
 }
 
 func (h echoHandle) Get(_ context.Context, valuePtr any) error {
-	refusal := func(ev workflows.PointEvent) *workflows.ItemError {
-		return &workflows.ItemError{Type: workflows.ErrInvalidEvent, Message: fmt.Sprintf("%d points are unlucky", ev.Points)}
+	refusal := func(ev rewards.PointEvent) *rewards.ItemError {
+		return &rewards.ItemError{Type: rewards.ErrInvalidEvent, Message: fmt.Sprintf("%d points are unlucky", ev.Points)}
 	}
-	if h.name == workflows.UpdateApplyPoints {
+	if h.name == rewards.UpdateApplyPoints {
 		if ev := h.events[0]; ev.Points == unlucky {
 			return temporal.NewNonRetryableApplicationError(refusal(ev).Message, refusal(ev).Type, nil)
 		}
-		*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: h.events[0].Points, Tier: "basic"}
+		*valuePtr.(*rewards.PointsResult) = rewards.PointsResult{Applied: true, Points: h.events[0].Points, Tier: "basic"}
 		return nil
 	}
-	res := valuePtr.(*workflows.BatchResult)
+	res := valuePtr.(*rewards.BatchResult)
 	for _, ev := range h.events {
 		if ev.Points == unlucky {
-			res.Results = append(res.Results, workflows.BatchItemResult{Error: refusal(ev)})
+			res.Results = append(res.Results, rewards.BatchItemResult{Error: refusal(ev)})
 			continue
 		}
-		res.Results = append(res.Results, workflows.BatchItemResult{Result: &workflows.PointsResult{Applied: true, Points: ev.Points, Tier: "basic"}})
+		res.Results = append(res.Results, rewards.BatchItemResult{Result: &rewards.PointsResult{Applied: true, Points: ev.Points, Tier: "basic"}})
 	}
 	return nil
 }
@@ -118,9 +118,9 @@ func TestBurstToOneCustomerIsCoalesced(t *testing.T) {
 			continue
 		}
 		require.Equal(t, http.StatusOK, codes[i], "command %d: %s", i, bodies[i])
-		var res workflows.PointsResult
+		var res rewards.PointsResult
 		require.NoError(t, json.Unmarshal([]byte(bodies[i]), &res))
-		assert.Equal(t, workflows.PointsResult{Applied: true, Points: int64(i + 1), Tier: "basic"}, res, "command %d gets its own answer", i)
+		assert.Equal(t, rewards.PointsResult{Applied: true, Points: int64(i + 1), Tier: "basic"}, res, "command %d gets its own answer", i)
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()

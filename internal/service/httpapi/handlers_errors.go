@@ -12,7 +12,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Problem types of the API's own answers (the idempotency layer has its own).
@@ -51,7 +51,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, problem.Details{Type: idempotency.ProblemInvalidTenant, Title: "Invalid tenant", Status: http.StatusBadRequest, Detail: err.Error()})
 	case errors.As(err, &verr):
 		invalid(w, err)
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotEnrolled:
+	case errors.As(err, &appErr) && appErr.Type() == rewards.ErrNotEnrolled:
 		problem.Write(w, problem.Details{Type: problemNotEnrolled, Title: "Customer not enrolled", Status: http.StatusConflict,
 			Detail: appErr.Message() + "; points are refused until the customer enrolls again"})
 	case errors.As(err, &appErr) && isEntityRefusal(appErr.Type()):
@@ -81,7 +81,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // isEntityRefusal tells the rewards entity's final refusals of an event.
 func isEntityRefusal(errType string) bool {
 	switch errType {
-	case workflows.ErrInvalidEvent, workflows.ErrIdempotencyKeyReused:
+	case rewards.ErrInvalidEvent, rewards.ErrIdempotencyKeyReused:
 		return true
 	}
 	return false

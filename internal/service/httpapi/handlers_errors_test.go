@@ -16,7 +16,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // The mapping decides what the idempotency layer stores (4xx, replayed for
@@ -31,9 +31,9 @@ func TestFailMapsErrorsToStatuses(t *testing.T) {
 		problem    string
 	}{
 		{"invalid document", &contracts.ValidationError{Document: "event envelope", Problems: []contracts.FieldError{{Field: "source", Reason: "required"}}}, http.StatusBadRequest, false, problem.TypeInvalidRequest},
-		{"entity refuses the event", temporal.NewApplicationError("overdraft", workflows.ErrInvalidEvent), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrInvalidEvent},
-		{"key reused inside the entity", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), http.StatusUnprocessableEntity, false, problemRejected + "/" + workflows.ErrIdempotencyKeyReused},
-		{"customer not enrolled", temporal.NewApplicationError("unenrolled", workflows.ErrNotEnrolled), http.StatusConflict, false, problemNotEnrolled},
+		{"entity refuses the event", temporal.NewApplicationError("overdraft", rewards.ErrInvalidEvent), http.StatusUnprocessableEntity, false, problemRejected + "/" + rewards.ErrInvalidEvent},
+		{"key reused inside the entity", temporal.NewApplicationError("reused", rewards.ErrIdempotencyKeyReused), http.StatusUnprocessableEntity, false, problemRejected + "/" + rewards.ErrIdempotencyKeyReused},
+		{"customer not enrolled", temporal.NewApplicationError("unenrolled", rewards.ErrNotEnrolled), http.StatusConflict, false, problemNotEnrolled},
 		{"unknown customer", fmt.Errorf("%w c-1", rewardsclient.ErrUnknownCustomer), http.StatusNotFound, false, problemNotFound},
 		{"unknown activity", fmt.Errorf("activity a: %w", platform.ErrNotFound), http.StatusNotFound, false, problemNotFound},
 		{"activity full", fmt.Errorf("a: %w", platform.ErrTooManyRuns), http.StatusTooManyRequests, true, problemTooManyRuns},

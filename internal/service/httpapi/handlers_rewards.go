@@ -11,7 +11,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/coalesce"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Customers belong to the request's tenant (X-Tenant-ID, which the
@@ -22,9 +22,9 @@ import (
 
 // customerRequest returns the customer the request names and a rewards
 // client for the request's tenant, or answers 400 and returns ok false.
-func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (customer string, rewards *rewardsclient.Client, ok bool) {
+func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (customer string, client *rewardsclient.Client, ok bool) {
 	customer = r.PathValue("id")
-	if err := workflows.ValidateCustomerID(customer); err != nil {
+	if err := rewards.ValidateCustomerID(customer); err != nil {
 		invalid(w, err)
 		return "", nil, false
 	}
@@ -44,9 +44,9 @@ func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (custom
 // apply-points-batch update with the other events that arrived while the
 // customer's slots were taken; either way the caller gets the answer of its
 // own event.
-func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, workflows.PointsResult]) http.HandlerFunc {
+func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, rewards.PointsResult]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		customer, rewards, ok := s.customerRequest(w, r)
+		customer, client, ok := s.customerRequest(w, r)
 		if !ok {
 			return
 		}
@@ -55,7 +55,7 @@ func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, workflows.P
 			invalid(w, err)
 			return
 		}
-		var ev workflows.PointEvent
+		var ev rewards.PointEvent
 		if err := contracts.DecodeObject(body, &ev); err != nil {
 			invalid(w, err)
 			return
@@ -74,8 +74,8 @@ func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, workflows.P
 			invalid(w, err)
 			return
 		}
-		res, queued, err := points.Do(r.Context(), workflows.RewardsWorkflowIDFor(rewards.Tenant, customer),
-			pointsCommand{rewards: rewards, customer: customer, event: ev})
+		res, queued, err := points.Do(r.Context(), rewards.RewardsWorkflowIDFor(client.Tenant, customer),
+			pointsCommand{rewards: client, customer: customer, event: ev})
 		switch {
 		case admission.IsBusy(err), errors.Is(err, coalesce.ErrNotSent):
 			s.refuseAdmission(w, customer, err)
@@ -101,29 +101,29 @@ func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, workflows.P
 type pointsCommand struct {
 	rewards  *rewardsclient.Client // the request's tenant's
 	customer string
-	event    workflows.PointEvent
+	event    rewards.PointEvent
 }
 
 // pointsBatcher coalesces the points commands of each customer entity
 // under limiter (see applyPoints).
-func (s *Server) pointsBatcher(limiter *admission.Limiter) *coalesce.Batcher[pointsCommand, workflows.PointsResult] {
-	return &coalesce.Batcher[pointsCommand, workflows.PointsResult]{Limiter: limiter, MaxBatch: s.PointsBatch, Send: s.sendPoints}
+func (s *Server) pointsBatcher(limiter *admission.Limiter) *coalesce.Batcher[pointsCommand, rewards.PointsResult] {
+	return &coalesce.Batcher[pointsCommand, rewards.PointsResult]{Limiter: limiter, MaxBatch: s.PointsBatch, Send: s.sendPoints}
 }
 
 // sendPoints sends the points commands of one entity that took one slot: a
 // lone command as the apply-points update it always was, more as one
 // apply-points-batch (rewardsclient.ApplyPointsBatch), each answered as if
 // it had gone alone.
-func (s *Server) sendPoints(ctx context.Context, _ string, cmds []pointsCommand) []coalesce.Outcome[workflows.PointsResult] {
+func (s *Server) sendPoints(ctx context.Context, _ string, cmds []pointsCommand) []coalesce.Outcome[rewards.PointsResult] {
 	s.Metrics.admissionInFlight(float64(len(cmds)))
 	defer s.Metrics.admissionInFlight(-float64(len(cmds)))
-	out := make([]coalesce.Outcome[workflows.PointsResult], len(cmds))
+	out := make([]coalesce.Outcome[rewards.PointsResult], len(cmds))
 	first := cmds[0] // one key: one tenant's customer
 	if len(cmds) == 1 {
 		out[0].Value, out[0].Err = first.rewards.ApplyPoints(ctx, first.customer, first.event)
 		return out
 	}
-	events := make([]workflows.PointEvent, len(cmds))
+	events := make([]rewards.PointEvent, len(cmds))
 	for i, c := range cmds {
 		events[i] = c.event
 	}
@@ -141,11 +141,11 @@ func (s *Server) sendPoints(ctx context.Context, _ string, cmds []pointsCommand)
 // unenroll is POST /v1/customers/{id}/unenroll: 202 once the entity has the
 // unenroll signal; 404 for a customer without an entity.
 func (s *Server) unenroll(w http.ResponseWriter, r *http.Request) {
-	customer, rewards, ok := s.customerRequest(w, r)
+	customer, client, ok := s.customerRequest(w, r)
 	if !ok {
 		return
 	}
-	if err := rewards.Unenroll(r.Context(), customer); err != nil {
+	if err := client.Unenroll(r.Context(), customer); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -157,11 +157,11 @@ func (s *Server) unenroll(w http.ResponseWriter, r *http.Request) {
 // entity starts again with no points) and changes nothing for an enrolled
 // customer, so retrying it is safe with or without the same key.
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
-	customer, rewards, ok := s.customerRequest(w, r)
+	customer, client, ok := s.customerRequest(w, r)
 	if !ok {
 		return
 	}
-	st, err := rewards.Enroll(r.Context(), customer)
+	st, err := client.Enroll(r.Context(), customer)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -171,11 +171,11 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 
 // customerStatus is GET /v1/customers/{id}: the entity's get-status answer.
 func (s *Server) customerStatus(w http.ResponseWriter, r *http.Request) {
-	customer, rewards, ok := s.customerRequest(w, r)
+	customer, client, ok := s.customerRequest(w, r)
 	if !ok {
 		return
 	}
-	st, err := rewards.Status(r.Context(), customer)
+	st, err := client.Status(r.Context(), customer)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -17,7 +17,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // stalledTemporal is a Temporal client whose apply-points updates never
@@ -46,7 +46,7 @@ func (f *stalledTemporal) UpdateWithStartWorkflow(ctx context.Context, _ client.
 type appliedUpdate struct{ client.WorkflowUpdateHandle }
 
 func (appliedUpdate) Get(_ context.Context, valuePtr any) error {
-	*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: 25, Tier: "basic"}
+	*valuePtr.(*rewards.PointsResult) = rewards.PointsResult{Applied: true, Points: 25, Tier: "basic"}
 	return nil
 }
 

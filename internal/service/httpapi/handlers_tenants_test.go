@@ -28,7 +28,8 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // entitiesTemporal is a Temporal client holding rewards entities by
@@ -84,7 +85,7 @@ func (f *entitiesTemporal) NewWithStartWorkflowOperation(client.StartWorkflowOpt
 }
 
 func (f *entitiesTemporal) UpdateWithStartWorkflow(_ context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-	ev := o.UpdateOptions.Args[0].(workflows.PointEvent)
+	ev := o.UpdateOptions.Args[0].(rewards.PointEvent)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.points[o.UpdateOptions.WorkflowID] += ev.Points
@@ -99,7 +100,7 @@ type statusValue struct{ points int64 }
 func (statusValue) HasValue() bool { return true }
 
 func (v statusValue) Get(valuePtr any) error {
-	*valuePtr.(*workflows.Status) = workflows.Status{CustomerID: "c-1", Points: v.points, Enrolled: true}
+	*valuePtr.(*rewards.Status) = rewards.Status{CustomerID: "c-1", Points: v.points, Enrolled: true}
 	return nil
 }
 
@@ -110,7 +111,7 @@ type pointsHandle struct {
 }
 
 func (h pointsHandle) Get(_ context.Context, valuePtr any) error {
-	*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: h.points, Tier: workflows.TierFor(h.points)}
+	*valuePtr.(*rewards.PointsResult) = rewards.PointsResult{Applied: true, Points: h.points, Tier: rewards.TierFor(h.points)}
 	return nil
 }
 
@@ -165,7 +166,7 @@ func requireSameAnswer(t *testing.T, want, got *httptest.ResponseRecorder, msg s
 func TestTenantHeaderRulesHoldOnEveryRoute(t *testing.T) {
 	keys := authtest.New(t)
 	api := newTenantAPI(t, keys, &httpapi.Server{Rewards: &rewardsclient.Client{Temporal: newEntitiesTemporal(map[string]int64{
-		workflows.RewardsWorkflowIDFor("t-a", "c-1"): 100,
+		rewards.RewardsWorkflowIDFor("t-a", "c-1"): 100,
 	}), Attempts: 1}})
 	tests := []struct {
 		name    string
@@ -210,15 +211,15 @@ func TestCustomersOfAnotherTenantAreNotFound(t *testing.T) {
 		return newTenantAPI(t, keys, &httpapi.Server{Rewards: &rewardsclient.Client{Temporal: f, Attempts: 1}})
 	}
 	withC1 := serve(newEntitiesTemporal(map[string]int64{
-		workflows.RewardsWorkflowIDFor("t-a", "c-1"):          100,
-		workflows.RewardsWorkflowIDFor(tenant.Default, "c-1"): 7,
+		rewards.RewardsWorkflowIDFor("t-a", "c-1"):          100,
+		rewards.RewardsWorkflowIDFor(tenant.Default, "c-1"): 7,
 	}))
 	nobody := serve(newEntitiesTemporal(nil))
 
 	for tenant, points := range map[string]int64{"t-a": 100, tenant.Default: 7} {
 		got := withC1.as(tenant, http.MethodGet, "/v1/customers/c-1", "", "")
 		require.Equal(t, http.StatusOK, got.Code, "%s, an owner: %s", tenant, got.Body)
-		var st workflows.Status
+		var st rewards.Status
 		require.NoError(t, json.Unmarshal(got.Body.Bytes(), &st))
 		assert.Equal(t, points, st.Points, "%s sees its own c-1", tenant)
 	}
@@ -241,7 +242,7 @@ func TestCustomersOfAnotherTenantAreNotFound(t *testing.T) {
 // Points for a customer ID another tenant also has go to the request's
 // tenant's own entity, under a dedup key scoped by tenant.
 func TestPointsGoToTheTenantsEntity(t *testing.T) {
-	f := newEntitiesTemporal(map[string]int64{workflows.RewardsWorkflowIDFor("t-a", "c-1"): 100})
+	f := newEntitiesTemporal(map[string]int64{rewards.RewardsWorkflowIDFor("t-a", "c-1"): 100})
 	api := newTenantAPI(t, authtest.New(t), &httpapi.Server{Rewards: &rewardsclient.Client{Temporal: f, Attempts: 1}})
 	tests := []struct {
 		tenant, wantID string
@@ -254,7 +255,7 @@ func TestPointsGoToTheTenantsEntity(t *testing.T) {
 	for _, tt := range tests {
 		rec := api.as(tt.tenant, http.MethodPost, "/v1/customers/c-1/points", "k-"+tt.tenant, `{"points":25}`)
 		require.Equal(t, http.StatusOK, rec.Code, "%s: %s", tt.tenant, rec.Body)
-		var res workflows.PointsResult
+		var res rewards.PointsResult
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
 		assert.Equal(t, tt.wantPoints, res.Points, tt.tenant)
 		assert.Equal(t, tt.wantID, f.updates[len(f.updates)-1], tt.tenant)
@@ -312,9 +313,9 @@ func TestActivitiesAndRunsOfAnotherTenantAreNotFound(t *testing.T) {
 	withA := open()
 	_, err := withA.PutDefinition(ctx, store.Definition{ActivityID: activity, TenantID: "t-a", Definition: []byte(definition("t-a"))})
 	require.NoError(t, err)
-	runID := workflows.RunID(workflows.ManualRunWorkflowID(activity, "k-1"))
-	_, err = withA.LogRun(ctx, store.Run{RunRecord: workflows.RunRecord{
-		RunID: runID, WorkflowID: workflows.ManualRunWorkflowID(activity, "k-1"), ActivityID: activity, TenantID: "t-a", TriggerType: "manual",
+	runID := platformwf.RunID(platformwf.ManualRunWorkflowID(activity, "k-1"))
+	_, err = withA.LogRun(ctx, store.Run{RunRecord: platformwf.RunRecord{
+		RunID: runID, WorkflowID: platformwf.ManualRunWorkflowID(activity, "k-1"), ActivityID: activity, TenantID: "t-a", TriggerType: "manual",
 	}, CreatedAt: time.Now()})
 	require.NoError(t, err)
 

@@ -65,7 +65,7 @@ type Server struct {
 	// apply-points-batch update (internal/service/coalesce).
 	Admission *admission.Limiter
 	// PointsBatch bounds the points commands sent in one apply-points-batch
-	// update (default and most useful: workflows.MaxBatchEvents); a full
+	// update (default and most useful: rewards.MaxBatchEvents); a full
 	// batch waits for a slot of its own.
 	PointsBatch int
 	Logger      *slog.Logger

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // fakeEntity answers batches of point events: points 13 are refused
@@ -24,7 +24,7 @@ type fakeEntity struct {
 	batches [][]int64
 }
 
-func (f *fakeEntity) send(_ context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error) {
+func (f *fakeEntity) send(_ context.Context, events []rewards.PointEvent) ([]rewardsclient.ItemResult, error) {
 	f.mu.Lock()
 	pts := make([]int64, len(events))
 	for i, ev := range events {
@@ -39,11 +39,11 @@ func (f *fakeEntity) send(_ context.Context, events []workflows.PointEvent) ([]r
 	for i, ev := range events {
 		switch ev.Points {
 		case 13:
-			out[i].Err = temporal.NewNonRetryableApplicationError("13 points are unlucky", workflows.ErrInvalidEvent, nil)
+			out[i].Err = temporal.NewNonRetryableApplicationError("13 points are unlucky", rewards.ErrInvalidEvent, nil)
 		case 7:
-			out[i].Result = workflows.PointsResult{Applied: true, Duplicate: true, Points: 7}
+			out[i].Result = rewards.PointsResult{Applied: true, Duplicate: true, Points: 7}
 		default:
-			out[i].Result = workflows.PointsResult{Applied: true, Points: ev.Points}
+			out[i].Result = rewards.PointsResult{Applied: true, Points: ev.Points}
 		}
 	}
 	return out, nil
@@ -73,14 +73,14 @@ func TestQueuedPointEventsGoAsOneBatch(t *testing.T) {
 			for i, pts := range order {
 				m := newFakeMsg("rewards.default.c-1.points", uint64(i+1))
 				msgs[pts] = m
-				ev := workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
 				j := &job{src: h.src, msg: m, pos: m.meta, key: "points/c-1", batch: pointBatch("rewards-c-1", ev, entity.send)}
 				j.apply = func(ctx context.Context) (string, error) {
 					if i == 0 {
 						close(started)
 						<-gate // the first is in flight while the others queue
 					}
-					res, err := entity.send(ctx, []workflows.PointEvent{ev})
+					res, err := entity.send(ctx, []rewards.PointEvent{ev})
 					if err != nil {
 						return "", err
 					}

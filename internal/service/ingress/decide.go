@@ -11,7 +11,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Reasons a message is dead-lettered, in its Ingest-Reason header.
@@ -158,13 +158,13 @@ func Decide(err error, attempts uint64, p RetryPolicy) Decision {
 		return dead(rej.Reason)
 	case errors.As(err, &appErr):
 		switch appErr.Type() {
-		case workflows.ErrIdempotencyKeyReused:
+		case rewards.ErrIdempotencyKeyReused:
 			return dead(ReasonKeyReused)
-		case workflows.ErrNotEnrolled:
+		case rewards.ErrNotEnrolled:
 			return dead(ReasonNotEnrolled)
-		case workflows.ErrInvalidEvent:
+		case rewards.ErrInvalidEvent:
 			return dead(ReasonInvalidEvent)
-		case workflows.ErrUnenrolling:
+		case rewards.ErrUnenrolling:
 			return Decision{Action: Retry, Reason: "transient", Delay: p.Delay(attempts)}
 		}
 		if appErr.NonRetryable() {

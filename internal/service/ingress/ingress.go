@@ -42,7 +42,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/entityflow/entityflow/activities/router"
+	"github.com/entityflow/entityflow/activities/platform/router"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // pointsSource is the source of point events: published on
@@ -42,7 +42,7 @@ func (in *Ingress) parsePoint(cfg Config, m delivery) (parsed, error) {
 	if !knownTenant(cfg, tenant) {
 		return p, reject(ReasonUnknownTenant, fmt.Errorf("tenant %q is not served by this ingress", tenant))
 	}
-	var ev workflows.PointEvent
+	var ev rewards.PointEvent
 	if err := contracts.DecodeObject(m.Data(), &ev); err != nil {
 		return p, reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
 	}
@@ -57,8 +57,8 @@ func (in *Ingress) parsePoint(cfg Config, m delivery) (parsed, error) {
 	p.apply = func(ctx context.Context) (string, error) {
 		return pointOutcome(rc.ApplyPoints(ctx, customer, ev))
 	}
-	p.batch = pointBatch(workflows.RewardsWorkflowIDFor(tenant, customer), ev,
-		func(ctx context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error) {
+	p.batch = pointBatch(rewards.RewardsWorkflowIDFor(tenant, customer), ev,
+		func(ctx context.Context, events []rewards.PointEvent) ([]rewardsclient.ItemResult, error) {
 			return rc.ApplyPointsBatch(ctx, customer, events)
 		})
 	return p, nil
@@ -67,11 +67,11 @@ func (in *Ingress) parsePoint(cfg Config, m delivery) (parsed, error) {
 // pointBatch is the batch part of a point event for entity: send applies
 // events to the entity as apply-points-batch updates
 // (rewardsclient.Client.ApplyPointsBatch), one answer per event, at most
-// workflows.MaxBatchEvents at once.
-func pointBatch(entity string, ev workflows.PointEvent,
-	send func(ctx context.Context, events []workflows.PointEvent) ([]rewardsclient.ItemResult, error),
+// rewards.MaxBatchEvents at once.
+func pointBatch(entity string, ev rewards.PointEvent,
+	send func(ctx context.Context, events []rewards.PointEvent) ([]rewardsclient.ItemResult, error),
 ) *batch {
-	return newBatch(entity, workflows.MaxBatchEvents, ev, func(ctx context.Context, events []workflows.PointEvent) ([]batchResult, error) {
+	return newBatch(entity, rewards.MaxBatchEvents, ev, func(ctx context.Context, events []rewards.PointEvent) ([]batchResult, error) {
 		res, err := send(ctx, events)
 		if err != nil {
 			return nil, err
@@ -85,7 +85,7 @@ func pointBatch(entity string, ev workflows.PointEvent,
 }
 
 // pointOutcome is the outcome of a point event applied with res, or err.
-func pointOutcome(res workflows.PointsResult, err error) (string, error) {
+func pointOutcome(res rewards.PointsResult, err error) (string, error) {
 	switch {
 	case err != nil:
 		return "", err

@@ -14,7 +14,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func TestParsePointsSubject(t *testing.T) {
@@ -124,14 +124,14 @@ func TestDecide(t *testing.T) {
 		{"invalid subject", reject(ReasonInvalidSubject, errors.New("x")), 1, DeadLetter, ReasonInvalidSubject},
 		{"invalid payload", reject(ReasonInvalidPayload, errors.New("x")), 1, DeadLetter, ReasonInvalidPayload},
 		{"unknown tenant", reject(ReasonUnknownTenant, errors.New("x")), 1, DeadLetter, ReasonUnknownTenant},
-		{"key reused", updateFailed(appErr(workflows.ErrIdempotencyKeyReused)), 1, DeadLetter, ReasonKeyReused},
-		{"key reused, marked retryable (first release)", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), 1, DeadLetter, ReasonKeyReused},
-		{"not enrolled", updateFailed(appErr(workflows.ErrNotEnrolled)), 1, DeadLetter, ReasonNotEnrolled},
-		{"overdraft", updateFailed(appErr(workflows.ErrInvalidEvent)), 1, DeadLetter, ReasonInvalidEvent},
+		{"key reused", updateFailed(appErr(rewards.ErrIdempotencyKeyReused)), 1, DeadLetter, ReasonKeyReused},
+		{"key reused, marked retryable (first release)", temporal.NewApplicationError("reused", rewards.ErrIdempotencyKeyReused), 1, DeadLetter, ReasonKeyReused},
+		{"not enrolled", updateFailed(appErr(rewards.ErrNotEnrolled)), 1, DeadLetter, ReasonNotEnrolled},
+		{"overdraft", updateFailed(appErr(rewards.ErrInvalidEvent)), 1, DeadLetter, ReasonInvalidEvent},
 		{"another final refusal", appErr("SomethingElse"), 1, DeadLetter, ReasonRejected},
 		{"invalid envelope", &contracts.ValidationError{Document: "event envelope"}, 1, DeadLetter, ReasonInvalidPayload},
 		{"invalid argument", serviceerror.NewInvalidArgument("workflow ID too long"), 1, DeadLetter, ReasonRejected},
-		{"unenrolling", temporal.NewApplicationError("unenrolling", workflows.ErrUnenrolling), 1, Retry, "transient"},
+		{"unenrolling", temporal.NewApplicationError("unenrolling", rewards.ErrUnenrolling), 1, Retry, "transient"},
 		{"server unavailable", serviceerror.NewUnavailable("down"), 1, Retry, "transient"},
 		{"server unavailable for ever", serviceerror.NewUnavailable("down"), 1000, Retry, "transient"},
 		{"workflow not ready", serviceerror.NewWorkflowNotReady("continuing as new"), 1, Retry, "transient"},

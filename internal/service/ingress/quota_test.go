@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // submitTenant hands the dispatcher a message of tenant's, key key, whose
@@ -207,10 +207,10 @@ func TestTenantQuotaAppliesToParkedPointBatches(t *testing.T) {
 	for i, pts := range []int64{1, 2, 3} {
 		m := newFakeMsg("rewards.t-1.a.points", uint64(i+1))
 		msgs = append(msgs, m)
-		ev := workflows.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
+		ev := rewards.PointEvent{DedupKey: fmt.Sprint("k-", pts), Points: pts}
 		j := &job{src: h.src, msg: m, pos: m.meta, key: "points/a", tenant: "t-1", batch: pointBatch("rewards-t-1-a", ev, entity.send)}
 		j.apply = func(ctx context.Context) (string, error) {
-			res, err := entity.send(ctx, []workflows.PointEvent{ev})
+			res, err := entity.send(ctx, []rewards.PointEvent{ev})
 			if err != nil {
 				return "", err
 			}

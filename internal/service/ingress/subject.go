@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // pointsSuffix is the last token of a point event's subject.
@@ -47,7 +47,7 @@ func ParsePointsSubject(prefix, subject string) (tenantID, customer string, err 
 	if err := tenant.Validate(tenantID); err != nil {
 		return "", "", fmt.Errorf("subject %q: %w", subject, err)
 	}
-	if err := workflows.ValidateCustomerID(customer); err != nil {
+	if err := rewards.ValidateCustomerID(customer); err != nil {
 		return "", "", fmt.Errorf("subject %q: %w", subject, err)
 	}
 	return tenantID, customer, nil

@@ -19,12 +19,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/entityflow/entityflow/activities/router"
-	"github.com/entityflow/entityflow/activities/schedules"
+	"github.com/entityflow/entityflow/activities/platform/router"
+	"github.com/entityflow/entityflow/activities/platform/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/infra/backoff"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
 )
 
 // ErrTooManyRuns means an activity already has max_concurrent_runs runs in
@@ -110,7 +110,7 @@ func (s *Service) Define(ctx context.Context, def contracts.ActivityDefinition) 
 		return out, fmt.Errorf("definition %s stored, but its schedule was not synced (run `starter schedules sync`): %w", def.ActivityID, err)
 	}
 	if def.Trigger.Type == contracts.TriggerCron {
-		out.Schedule, out.ScheduleCreated = workflows.ScheduleID(def.ActivityID), schedCreated
+		out.Schedule, out.ScheduleCreated = platformwf.ScheduleID(def.ActivityID), schedCreated
 	}
 	return out, nil
 }
@@ -184,21 +184,21 @@ func (s *Service) Deliver(ctx context.Context, env contracts.EventEnvelope) (rou
 // running (store.AdmitRun counts and takes the slot in one transaction);
 // otherwise ErrTooManyRuns, with nothing written. When the workflow cannot be
 // started the slot is given back.
-func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey string) (workflows.StartRunResult, error) {
+func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey string) (platformwf.StartRunResult, error) {
 	if idempotencyKey == "" {
-		return workflows.StartRunResult{}, errors.New("an idempotency key is required")
+		return platformwf.StartRunResult{}, errors.New("an idempotency key is required")
 	}
 	def, err := s.Definition(ctx, activityID)
 	if err != nil {
-		return workflows.StartRunResult{}, err
+		return platformwf.StartRunResult{}, err
 	}
-	workflowID := workflows.ManualRunWorkflowID(activityID, idempotencyKey)
-	runID := workflows.RunID(workflowID)
-	in := workflows.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
+	workflowID := platformwf.ManualRunWorkflowID(activityID, idempotencyKey)
+	runID := platformwf.RunID(workflowID)
+	in := platformwf.RunInput{ActivityID: def.ActivityID, TenantID: def.TenantID, TriggerType: contracts.TriggerManual, Tasks: def.Tasks}
 	row := store.Run{RunRecord: in.Record(workflowID), CreatedAt: time.Now().UTC()}
 	admission, err := s.Store.AdmitRun(ctx, row, def.MaxConcurrentRuns)
 	if err != nil {
-		return workflows.StartRunResult{}, err
+		return platformwf.StartRunResult{}, err
 	}
 	if !admission.Admitted && !admission.Existed {
 		// At the limit: runs whose workflow ended without closing its row
@@ -206,20 +206,20 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 		// and ask once more.
 		repaired, err := s.repairStaleRuns(ctx, activityID)
 		if err != nil {
-			return workflows.StartRunResult{}, err
+			return platformwf.StartRunResult{}, err
 		}
 		if repaired > 0 {
 			if admission, err = s.Store.AdmitRun(ctx, row, def.MaxConcurrentRuns); err != nil {
-				return workflows.StartRunResult{}, err
+				return platformwf.StartRunResult{}, err
 			}
 		}
 	}
 	if !admission.Admitted && !admission.Existed {
-		return workflows.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w",
+		return platformwf.StartRunResult{}, fmt.Errorf("activity %s has %d of %d runs in flight: %w",
 			activityID, admission.InFlight, def.MaxConcurrentRuns, ErrTooManyRuns)
 	}
 	if admission.Ended() {
-		return workflows.StartRunResult{WorkflowID: workflowID, RunID: runID, Duplicate: true, Status: admission.Status}, nil
+		return platformwf.StartRunResult{WorkflowID: workflowID, RunID: runID, Duplicate: true, Status: admission.Status}, nil
 	}
 	res, err := s.startRun(ctx, s.Temporal, workflowID, in)
 	if err != nil && admission.Admitted {
@@ -234,9 +234,9 @@ func (s *Service) StartManualRun(ctx context.Context, activityID, idempotencyKey
 // startRun is router.StartRun retried while Temporal fails transiently (a few
 // tries, backing off from 100 ms), for the commands of the CLI and the HTTP
 // API, which have no retry policy of their own.
-func (s *Service) startRun(ctx context.Context, c client.Client, workflowID string, in workflows.RunInput) (workflows.StartRunResult, error) {
+func (s *Service) startRun(ctx context.Context, c client.Client, workflowID string, in platformwf.RunInput) (platformwf.StartRunResult, error) {
 	p := backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Attempts: 5, Logger: s.logger(), Level: slog.LevelWarn}
-	return backoff.Retry(ctx, p, backoff.Transient, func(ctx context.Context) (workflows.StartRunResult, error) {
+	return backoff.Retry(ctx, p, backoff.Transient, func(ctx context.Context) (platformwf.StartRunResult, error) {
 		return router.StartRun(ctx, c, workflowID, in)
 	}, "starting a run", "workflow_id", workflowID)
 }
@@ -290,7 +290,7 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		var notFound *serviceerror.NotFound
 		status := "gone"
 		switch {
-		case errors.As(err, &notFound) && r.Status == workflows.StatusPending:
+		case errors.As(err, &notFound) && r.Status == platformwf.StatusPending:
 			abandoned, err := s.Store.AbandonRun(ctx, r.RunID)
 			if err != nil {
 				return repaired, err
@@ -313,7 +313,7 @@ func (s *Service) repairStaleRuns(ctx context.Context, activityID string) (int, 
 		if _, err := s.Store.FailOpenTasks(ctx, r.RunID, "the run's "+reason, now); err != nil {
 			return repaired, err
 		}
-		changed, err := s.Store.FinishRun(ctx, r.RunID, workflows.StatusFailed, reason, now)
+		changed, err := s.Store.FinishRun(ctx, r.RunID, platformwf.StatusFailed, reason, now)
 		if err != nil {
 			return repaired, err
 		}

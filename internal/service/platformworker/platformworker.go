@@ -8,15 +8,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
-	"github.com/entityflow/entityflow/workflows"
+	platformact "github.com/entityflow/entityflow/activities/platform"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // New returns a worker for the activities task queue of c running p's
 // activities.
-func New(c client.Client, p *activities.Platform, opts worker.Options) worker.Worker {
-	w := worker.New(c, workflows.ActivitiesTaskQueue, opts)
-	workflows.RegisterPlatform(w)
+func New(c client.Client, p *platformact.Platform, opts worker.Options) worker.Worker {
+	w := worker.New(c, platform.ActivitiesTaskQueue, opts)
+	platform.Register(w)
 	p.Register(w)
 	return w
 }

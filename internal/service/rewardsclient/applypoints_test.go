@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // fakeTemporal answers UpdateWithStartWorkflow with try, given the try's
@@ -44,7 +44,7 @@ func (f *fakeTemporal) UpdateWithStartWorkflow(ctx context.Context, opts client.
 type appliedHandle struct{ client.WorkflowUpdateHandle }
 
 func (appliedHandle) Get(_ context.Context, valuePtr any) error {
-	*valuePtr.(*workflows.PointsResult) = workflows.PointsResult{Applied: true, Points: 25, Tier: "basic"}
+	*valuePtr.(*rewards.PointsResult) = rewards.PointsResult{Applied: true, Points: 25, Tier: "basic"}
 	return nil
 }
 
@@ -83,7 +83,7 @@ func TestApplyPointsOutcome(t *testing.T) {
 			return serviceerror.NewUnavailable("connection refused")
 		}, false, false},
 		{"the entity refuses the event", func(context.Context, int) error {
-			return temporal.NewApplicationError("unenrolled", workflows.ErrNotEnrolled)
+			return temporal.NewApplicationError("unenrolled", rewards.ErrNotEnrolled)
 		}, false, false},
 	}
 	for _, tt := range tests {
@@ -92,7 +92,7 @@ func TestApplyPointsOutcome(t *testing.T) {
 			c := &rewardsclient.Client{Temporal: fake, AttemptTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
-			res, err := c.ApplyPoints(ctx, "c-1", workflows.PointEvent{DedupKey: "k-1", Points: 25})
+			res, err := c.ApplyPoints(ctx, "c-1", rewards.PointEvent{DedupKey: "k-1", Points: 25})
 
 			if res.Applied != tt.applied || (err == nil) != tt.applied {
 				t.Fatalf("ApplyPoints = %+v, %v; want applied %v", res, err, tt.applied)

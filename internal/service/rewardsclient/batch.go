@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // ItemResult is the answer to one event of ApplyPointsBatch: what ApplyPoints
@@ -21,7 +21,7 @@ import (
 // type and message), the event's own validation error, or the failure of the
 // update that carried it (ErrOutcomeUnknown included).
 type ItemResult struct {
-	Result workflows.PointsResult
+	Result rewards.PointsResult
 	Err    error
 }
 
@@ -35,7 +35,7 @@ const batchOverhead = len(`{"events":[]}`)
 // The events are trusted as valid (see the package doc), and the entity
 // answers one that is not on its own; an event without a dedup key is
 // answered here and not sent. The rest go in as few updates as the batch bounds
-// (workflows.MaxBatchEvents, workflows.MaxBatchBytes) allow, one after the
+// (rewards.MaxBatchEvents, rewards.MaxBatchBytes) allow, one after the
 // other. Should an update's events fail for a reason a retry may change
 // (the server unavailable, an outcome unknown), the later updates are not
 // sent and their events are answered ErrNotSent, so that no event overtakes
@@ -53,7 +53,7 @@ const batchOverhead = len(`{"events":[]}`)
 // worker whose batch bounds differ from this client's), the events go as
 // apply-points updates one by one instead. The error is for the call as a whole: an invalid customer ID or
 // tenant.
-func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events []workflows.PointEvent) ([]ItemResult, error) {
+func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events []rewards.PointEvent) ([]ItemResult, error) {
 	if err := c.validate(customerID); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 			out[i].Err = fmt.Errorf("encoding event %d: %w", i, err)
 			continue
 		}
-		if len(chunk) == workflows.MaxBatchEvents || size+len(b)+1 > workflows.MaxBatchBytes {
+		if len(chunk) == rewards.MaxBatchEvents || size+len(b)+1 > rewards.MaxBatchBytes {
 			flush()
 		}
 		chunk = append(chunk, i)
@@ -96,21 +96,21 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 // sendBatch applies events[idx...] as one apply-points-batch update, with
 // ApplyPoints' retries, fills in their answers in out, and returns the
 // first of them that a retry may change (nil when there is none).
-func (c *Client) sendBatch(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) error {
-	in := workflows.PointEventBatch{Events: make([]workflows.PointEvent, len(idx))}
+func (c *Client) sendBatch(ctx context.Context, customerID string, events []rewards.PointEvent, idx []int, out []ItemResult) error {
+	in := rewards.PointEventBatch{Events: make([]rewards.PointEvent, len(idx))}
 	for j, i := range idx {
 		in.Events[j] = events[i]
 	}
 	updateID := uuid.NewString()
-	var res workflows.BatchResult
+	var res rewards.BatchResult
 	mayHaveApplied := false
-	err := c.retry(ctx, workflows.UpdateApplyPointsBatch, func(ctx context.Context) error {
-		err := c.updateWithStartOnce(ctx, customerID, workflows.UpdateApplyPointsBatch, updateID, []any{in}, &res)
+	err := c.retry(ctx, rewards.UpdateApplyPointsBatch, func(ctx context.Context) error {
+		err := c.updateWithStartOnce(ctx, customerID, rewards.UpdateApplyPointsBatch, updateID, []any{in}, &res)
 		mayHaveApplied = mayHaveApplied || timedOut(err)
 		return err
 	})
 	switch {
-	case err != nil && unknownUpdate(err, workflows.UpdateApplyPointsBatch):
+	case err != nil && unknownUpdate(err, rewards.UpdateApplyPointsBatch):
 		c.logger().Info("entity's worker has no apply-points-batch; applying the events one by one", "customer", customerID, "events", len(idx))
 		return c.sendOneByOne(ctx, customerID, events, idx, out)
 	case err != nil && refusedAsBatch(err):
@@ -146,7 +146,7 @@ func (c *Client) sendBatch(ctx context.Context, customerID string, events []work
 // server unavailable, its outcome unknown), the later ones are not sent and
 // answered with that failure (ErrNotSent), so that no event overtakes an
 // earlier one that a caller will retry. It returns that failure.
-func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []workflows.PointEvent, idx []int, out []ItemResult) error {
+func (c *Client) sendOneByOne(ctx context.Context, customerID string, events []rewards.PointEvent, idx []int, out []ItemResult) error {
 	var stop error
 	for _, i := range idx {
 		if stop != nil {
@@ -176,7 +176,7 @@ func notSent(earlier error) error {
 // a whole (InvalidPointEventBatch): its bounds differ from this client's.
 func refusedAsBatch(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == workflows.ErrInvalidBatch
+	return errors.As(err, &appErr) && appErr.Type() == rewards.ErrInvalidBatch
 }
 
 // ErrNotSent means an event of a batch was not sent because an earlier one

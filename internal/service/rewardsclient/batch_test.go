@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // olderWorker is an entity whose worker predates apply-points-batch: it
@@ -32,10 +32,10 @@ func (f *olderWorker) NewWithStartWorkflowOperation(client.StartWorkflowOptions,
 }
 
 func (f *olderWorker) UpdateWithStartWorkflow(_ context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-	if o.UpdateOptions.UpdateName == workflows.UpdateApplyPointsBatch {
+	if o.UpdateOptions.UpdateName == rewards.UpdateApplyPointsBatch {
 		return nil, temporal.NewApplicationError("unknown update apply-points-batch. KnownUpdates=[apply-points enroll]", "")
 	}
-	ev := o.UpdateOptions.Args[0].(workflows.PointEvent)
+	ev := o.UpdateOptions.Args[0].(rewards.PointEvent)
 	f.mu.Lock()
 	f.sent = append(f.sent, ev.DedupKey)
 	f.mu.Unlock()
@@ -51,7 +51,7 @@ func (f *olderWorker) UpdateWithStartWorkflow(_ context.Context, o client.Update
 func TestBatchFallbackKeepsOrder(t *testing.T) {
 	fake := &olderWorker{down: map[string]bool{"k-2": true}}
 	c := &rewardsclient.Client{Temporal: fake, Attempts: 1}
-	evs := []workflows.PointEvent{{DedupKey: "k-1", Points: 1}, {DedupKey: "k-2", Points: 2}, {DedupKey: "k-3", Points: 3}}
+	evs := []rewards.PointEvent{{DedupKey: "k-1", Points: 1}, {DedupKey: "k-2", Points: 2}, {DedupKey: "k-3", Points: 3}}
 	res, err := c.ApplyPointsBatch(context.Background(), "c-1", evs)
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +89,11 @@ func (f *batchServer) NewWithStartWorkflowOperation(client.StartWorkflowOptions,
 func (f *batchServer) UpdateWithStartWorkflow(_ context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if o.UpdateOptions.UpdateName != workflows.UpdateApplyPointsBatch {
-		f.singles = append(f.singles, o.UpdateOptions.Args[0].(workflows.PointEvent).DedupKey)
+	if o.UpdateOptions.UpdateName != rewards.UpdateApplyPointsBatch {
+		f.singles = append(f.singles, o.UpdateOptions.Args[0].(rewards.PointEvent).DedupKey)
 		return appliedHandle{}, nil
 	}
-	in := o.UpdateOptions.Args[0].(workflows.PointEventBatch)
+	in := o.UpdateOptions.Args[0].(rewards.PointEventBatch)
 	keys := make([]string, len(in.Events))
 	for i, ev := range in.Events {
 		keys[i] = ev.DedupKey
@@ -113,10 +113,10 @@ type batchHandle struct {
 }
 
 func (h batchHandle) Get(_ context.Context, valuePtr any) error {
-	res := valuePtr.(*workflows.BatchResult)
-	res.Results = make([]workflows.BatchItemResult, h.n)
+	res := valuePtr.(*rewards.BatchResult)
+	res.Results = make([]rewards.BatchItemResult, h.n)
 	for i := range res.Results {
-		res.Results[i].Result = &workflows.PointsResult{Applied: true, Points: int64(i + 1), Tier: "basic"}
+		res.Results[i].Result = &rewards.PointsResult{Applied: true, Points: int64(i + 1), Tier: "basic"}
 	}
 	return nil
 }
@@ -158,7 +158,7 @@ func TestBatchSplitsAndStopsAtARetryableFailure(t *testing.T) {
 				if !rewardsclient.Retryable(r.Err) {
 					t.Errorf("event %d: %v, want a retryable failure", i, r.Err)
 				}
-				if i >= workflows.MaxBatchEvents && !errors.Is(r.Err, rewardsclient.ErrNotSent) {
+				if i >= rewards.MaxBatchEvents && !errors.Is(r.Err, rewardsclient.ErrNotSent) {
 					t.Errorf("event %d: %v, want ErrNotSent", i, r.Err)
 				}
 			},
@@ -167,12 +167,12 @@ func TestBatchSplitsAndStopsAtARetryableFailure(t *testing.T) {
 			name: "first update refused as a batch",
 			answer: func(n int) error {
 				if n == 0 {
-					return temporal.NewNonRetryableApplicationError("too many events", workflows.ErrInvalidBatch, nil)
+					return temporal.NewNonRetryableApplicationError("too many events", rewards.ErrInvalidBatch, nil)
 				}
 				return nil
 			},
 			wantBatches: 2,
-			wantSingles: workflows.MaxBatchEvents,
+			wantSingles: rewards.MaxBatchEvents,
 			check: func(t *testing.T, i int, r rewardsclient.ItemResult) {
 				if r.Err != nil || !r.Result.Applied {
 					t.Errorf("event %d: %+v, want applied", i, r)
@@ -184,9 +184,9 @@ func TestBatchSplitsAndStopsAtARetryableFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &batchServer{answer: tt.answer}
 			c := &rewardsclient.Client{Temporal: fake, Attempts: 1}
-			evs := make([]workflows.PointEvent, workflows.MaxBatchEvents+3)
+			evs := make([]rewards.PointEvent, rewards.MaxBatchEvents+3)
 			for i := range evs {
-				evs[i] = workflows.PointEvent{DedupKey: fmt.Sprint("k-", i), Points: 1}
+				evs[i] = rewards.PointEvent{DedupKey: fmt.Sprint("k-", i), Points: 1}
 			}
 			res, err := c.ApplyPointsBatch(context.Background(), "c-1", evs)
 			if err != nil {
@@ -198,7 +198,7 @@ func TestBatchSplitsAndStopsAtARetryableFailure(t *testing.T) {
 			if len(fake.batches) != tt.wantBatches || len(fake.singles) != tt.wantSingles {
 				t.Errorf("%d batch updates and %d single ones, want %d and %d", len(fake.batches), len(fake.singles), tt.wantBatches, tt.wantSingles)
 			}
-			if len(fake.singles) > 0 && (fake.singles[0] != "k-0" || fake.singles[len(fake.singles)-1] != fmt.Sprint("k-", workflows.MaxBatchEvents-1)) {
+			if len(fake.singles) > 0 && (fake.singles[0] != "k-0" || fake.singles[len(fake.singles)-1] != fmt.Sprint("k-", rewards.MaxBatchEvents-1)) {
 				t.Errorf("one by one: %s .. %s, want the first update's events in order", fake.singles[0], fake.singles[len(fake.singles)-1])
 			}
 		})

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Retryable adds the entity's own retryable answer to backoff.Transient.
@@ -19,10 +19,10 @@ func TestRetryable(t *testing.T) {
 		want bool
 	}{
 		{"what the server asks to retry (backoff.Transient)", serviceerror.NewWorkflowNotReady("continuing as new"), true},
-		{"an entity ending its unenrollment", temporal.NewApplicationError("unenrolling", workflows.ErrUnenrolling), true},
-		{"not enrolled", temporal.NewNonRetryableApplicationError("unenrolled", workflows.ErrNotEnrolled, nil), false},
-		{"invalid event", temporal.NewNonRetryableApplicationError("zero", workflows.ErrInvalidEvent, nil), false},
-		{"a first-release refusal marked retryable", temporal.NewApplicationError("reused", workflows.ErrIdempotencyKeyReused), false},
+		{"an entity ending its unenrollment", temporal.NewApplicationError("unenrolling", rewards.ErrUnenrolling), true},
+		{"not enrolled", temporal.NewNonRetryableApplicationError("unenrolled", rewards.ErrNotEnrolled, nil), false},
+		{"invalid event", temporal.NewNonRetryableApplicationError("zero", rewards.ErrInvalidEvent, nil), false},
+		{"a first-release refusal marked retryable", temporal.NewApplicationError("reused", rewards.ErrIdempotencyKeyReused), false},
 		{"anything else", errors.New("boom"), false},
 	}
 	for _, tt := range tests {

@@ -4,7 +4,7 @@
 // and dedup key so that a retry is recognised, never applied twice.
 //
 // Point events are validated once in the process, where they come in (the
-// HTTP API, the ingress, the starter: workflows.PointEvent.Validate), and
+// HTTP API, the ingress, the starter: rewards.PointEvent.Validate), and
 // trusted here; the entity checks every event again, as the authority for
 // whatever reaches it.
 package rewardsclient
@@ -24,7 +24,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // ErrUnknownCustomer means no rewards entity exists for the customer.
@@ -42,12 +42,12 @@ type Client struct {
 	// Tenant is the tenant whose customers the client serves: empty or
 	// tenant.Default for the default tenant, whose entities have
 	// the workflow IDs rewards-{customer_id}; another tenant's entities are
-	// rewards/{tenant}/{customer_id} (workflows.RewardsWorkflowIDFor). A
+	// rewards/{tenant}/{customer_id} (rewards.RewardsWorkflowIDFor). A
 	// caller serving many tenants (the HTTP API) takes a copy per tenant
 	// with For.
 	Tenant string
 	// Options start new entities; zero values take the workflow's defaults.
-	Options workflows.Options
+	Options rewards.Options
 	// Attempts bounds the tries of one command (default 30).
 	Attempts int
 	// MaxBackoff caps the wait between tries (default 5 s).
@@ -69,14 +69,14 @@ type Client struct {
 // the update's outcome until ctx ends; if it is still unknown then, the error
 // wraps ErrOutcomeUnknown. Other failures (the server unavailable, the
 // update refused before it took effect) are returned as they are.
-func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflows.PointEvent) (workflows.PointsResult, error) {
+func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev rewards.PointEvent) (rewards.PointsResult, error) {
 	if err := c.validate(customerID); err != nil {
-		return workflows.PointsResult{}, err
+		return rewards.PointsResult{}, err
 	}
 	if ev.DedupKey == "" {
-		return workflows.PointsResult{}, errors.New("apply-points needs a dedup key")
+		return rewards.PointsResult{}, errors.New("apply-points needs a dedup key")
 	}
-	var res workflows.PointsResult
+	var res rewards.PointsResult
 	updateID := uuid.NewString()
 	mayHaveApplied := false
 	err := c.retry(ctx, "apply-points", func(ctx context.Context) error {
@@ -85,14 +85,14 @@ func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev workflow
 		return err
 	})
 	if err != nil && mayHaveApplied && Retryable(err) {
-		return workflows.PointsResult{}, fmt.Errorf("apply-points for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
+		return rewards.PointsResult{}, fmt.Errorf("apply-points for %s (update %s): %w: %w", customerID, updateID, ErrOutcomeUnknown, err)
 	}
 	return res, err
 }
 
 // applyPointsOnce is one try of ApplyPoints, bounded by the attempt timeout.
-func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID string, ev workflows.PointEvent, res *workflows.PointsResult) error {
-	return c.updateWithStartOnce(ctx, customerID, workflows.UpdateApplyPoints, updateID, []any{ev}, res)
+func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID string, ev rewards.PointEvent, res *rewards.PointsResult) error {
+	return c.updateWithStartOnce(ctx, customerID, rewards.UpdateApplyPoints, updateID, []any{ev}, res)
 }
 
 // updateWithStartOnce sends one try of an update to the customer's entity,
@@ -102,7 +102,7 @@ func (c *Client) applyPointsOnce(ctx context.Context, customerID, updateID strin
 func (c *Client) updateWithStartOnce(ctx context.Context, customerID, name, updateID string, args []any, out any) error {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
 	defer cancel()
-	op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+	op := c.Temporal.NewWithStartWorkflowOperation(c.startOptions(customerID), rewards.RewardsWorkflowType, c.input(customerID))
 	h, err := c.Temporal.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -134,13 +134,13 @@ func timedOut(err error) bool {
 
 // AddPoints sends an event as the add-points signal, starting the entity if it
 // does not exist (SignalWithStart).
-func (c *Client) AddPoints(ctx context.Context, customerID string, ev workflows.PointEvent) error {
+func (c *Client) AddPoints(ctx context.Context, customerID string, ev rewards.PointEvent) error {
 	if err := c.validate(customerID); err != nil {
 		return err
 	}
 	return c.retry(ctx, "add-points", func(ctx context.Context) error {
 		_, err := c.Temporal.SignalWithStartWorkflow(ctx, c.workflowID(customerID),
-			workflows.SignalAddPoints, ev, c.startOptions(customerID), workflows.RewardsWorkflowType, c.input(customerID))
+			rewards.SignalAddPoints, ev, c.startOptions(customerID), rewards.RewardsWorkflowType, c.input(customerID))
 		return err
 	})
 }
@@ -154,7 +154,7 @@ func (c *Client) Unenroll(ctx context.Context, customerID string) error {
 	}
 	id := c.workflowID(customerID)
 	err := c.retry(ctx, "unenroll", func(ctx context.Context) error {
-		return c.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalUnenroll, nil)
+		return c.Temporal.SignalWorkflow(ctx, id, "", rewards.SignalUnenroll, nil)
 	})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -168,13 +168,13 @@ func (c *Client) Unenroll(ctx context.Context, customerID string) error {
 
 // Status returns the entity's status through the get-status query (which also
 // answers for an entity that has completed, while its history is retained).
-func (c *Client) Status(ctx context.Context, customerID string) (workflows.Status, error) {
-	var st workflows.Status
+func (c *Client) Status(ctx context.Context, customerID string) (rewards.Status, error) {
+	var st rewards.Status
 	if err := c.validate(customerID); err != nil {
 		return st, err
 	}
 	err := c.retry(ctx, "get-status", func(ctx context.Context) error {
-		v, err := c.Temporal.QueryWorkflow(ctx, c.workflowID(customerID), "", workflows.QueryGetStatus)
+		v, err := c.Temporal.QueryWorkflow(ctx, c.workflowID(customerID), "", rewards.QueryGetStatus)
 		if err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func (c *Client) For(tenant string) *Client {
 
 // validate checks the customer ID and the client's tenant.
 func (c *Client) validate(customerID string) error {
-	if err := workflows.ValidateCustomerID(customerID); err != nil {
+	if err := rewards.ValidateCustomerID(customerID); err != nil {
 		return err
 	}
 	if c.Tenant != "" {
@@ -207,25 +207,25 @@ func (c *Client) validate(customerID string) error {
 // workflowID is the workflow ID of the entity of the client's tenant's
 // customer.
 func (c *Client) workflowID(customerID string) string {
-	return workflows.RewardsWorkflowIDFor(c.Tenant, customerID)
+	return rewards.RewardsWorkflowIDFor(c.Tenant, customerID)
 }
 
 // startOptions start the customer's entity with the tenant's fairness key
-// (workflows.FairnessKey), which its activities and later runs inherit, so
+// (tenant.FairnessKey), which its activities and later runs inherit, so
 // that a server with fairness enabled shares the rewards queue among tenants.
 func (c *Client) startOptions(customerID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       c.workflowID(customerID),
-		TaskQueue:                workflows.RewardsTaskQueue,
+		TaskQueue:                rewards.RewardsTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		Priority:                 temporal.Priority{FairnessKey: workflows.FairnessKey(c.Tenant)},
+		Priority:                 temporal.Priority{FairnessKey: tenant.FairnessKey(c.Tenant)},
 	}
 }
 
 // input is the start input of a new entity: the default tenant's carries no
 // tenant_id, so that it is what it was before tenants.
-func (c *Client) input(customerID string) workflows.RewardsInput {
-	return workflows.RewardsInput{CustomerID: customerID, TenantID: tenant.Payload(c.Tenant), Options: c.Options}
+func (c *Client) input(customerID string) rewards.RewardsInput {
+	return rewards.RewardsInput{CustomerID: customerID, TenantID: tenant.Payload(c.Tenant), Options: c.Options}
 }
 
 func (c *Client) attemptTimeout() time.Duration {
@@ -260,7 +260,7 @@ func Retryable(err error) bool {
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return appErr.Type() == workflows.ErrUnenrolling
+		return appErr.Type() == rewards.ErrUnenrolling
 	}
 	return backoff.Transient(err)
 }

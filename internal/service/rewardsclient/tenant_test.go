@@ -10,7 +10,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // addressedTemporal records the workflow ID every command is addressed to
@@ -18,14 +18,14 @@ import (
 type addressedTemporal struct {
 	client.Client
 	ids    []string
-	inputs []workflows.RewardsInput
+	inputs []rewards.RewardsInput
 	// fairness holds the fairness key of every start.
 	fairness []string
 }
 
 func (f *addressedTemporal) start(opts client.StartWorkflowOptions, args []any) {
 	f.ids = append(f.ids, opts.ID)
-	f.inputs = append(f.inputs, args[0].(workflows.RewardsInput))
+	f.inputs = append(f.inputs, args[0].(rewards.RewardsInput))
 	f.fairness = append(f.fairness, opts.Priority.FairnessKey)
 }
 
@@ -78,7 +78,7 @@ func TestCommandsAddressTheTenantsEntity(t *testing.T) {
 			base := &rewardsclient.Client{Temporal: fake, Attempts: 1}
 			c := base.For(tt.tenant)
 			ctx := context.Background()
-			ev := workflows.PointEvent{DedupKey: "k-1", Points: 5}
+			ev := rewards.PointEvent{DedupKey: "k-1", Points: 5}
 			if _, err := c.ApplyPoints(ctx, "c-1", ev); err != nil {
 				t.Fatal(err)
 			}

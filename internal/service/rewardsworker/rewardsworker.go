@@ -8,19 +8,19 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/pollers"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // New returns a worker for the rewards task queue of c. Facts the entity
 // reports go to recorder; search attribute support is read from namespace.
-func New(c client.Client, namespace string, recorder activities.RewardsRecorder, opts worker.Options) worker.Worker {
-	w := worker.New(c, workflows.RewardsTaskQueue, options(opts))
-	workflows.RegisterRewards(w)
-	acts := &activities.Rewards{
+func New(c client.Client, namespace string, recorder rewardsact.RewardsRecorder, opts worker.Options) worker.Worker {
+	w := worker.New(c, rewards.RewardsTaskQueue, options(opts))
+	rewards.Register(w)
+	acts := &rewardsact.Rewards{
 		Recorder:         recorder,
-		SearchAttributes: activities.ClientSearchAttributes(c, namespace),
+		SearchAttributes: rewardsact.ClientSearchAttributes(c, namespace),
 	}
 	acts.Register(w)
 	return w

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // DefaultNudgeRate is Nudge's pace when NudgeOptions.Rate is zero, in signals
@@ -67,7 +67,7 @@ type NudgeReport struct {
 // Nudge wakes every running rewards entity that is not on the current version
 // of opts.Deployment (unversioned ones included) nor on its ramping version,
 // if a ramp is under way, with the no-op signal
-// workflows.SignalNudge, sent to its workflow ID (whichever run is current),
+// rewards.SignalNudge, sent to its workflow ID (whichever run is current),
 // at most opts.Rate a second and at most opts.Max of them. A woken entity
 // learns that the current version changed and continues as new onto it; an
 // unversioned one moves to it at once. Nudge first waits until the
@@ -119,7 +119,7 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 		return ids, resp.GetNextPageToken(), nil
 	}
 	signal := func(ctx context.Context, workflowID string) error {
-		return c.SignalWorkflow(ctx, workflowID, "", workflows.SignalNudge, nil)
+		return c.SignalWorkflow(ctx, workflowID, "", rewards.SignalNudge, nil)
 	}
 	err = sweep(ctx, list, signal, lim, opts, &r)
 	return r, err

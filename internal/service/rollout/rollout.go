@@ -8,7 +8,7 @@
 // and moves at a ContinueAsNew, which it makes when a workflow task tells it
 // the current version has changed. An idle entity gets no workflow task, so it
 // would stay on its version for as long as it is idle; Nudge wakes it with the
-// no-op signal workflows.SignalNudge. Which version an execution runs on comes
+// no-op signal rewards.SignalNudge. Which version an execution runs on comes
 // from visibility (search attribute TemporalWorkerDeploymentVersion, value
 // "deployment:build_id", missing for an unversioned execution), which is
 // eventually consistent: a count taken just after a move may still show it on
@@ -29,7 +29,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // DefaultDeployment is the project's Worker Deployment name, for workers and
@@ -293,7 +293,7 @@ func checkName(what, s string) error {
 // (NULL) on an unversioned one, and `!=` does not match a missing value.
 const (
 	versionAttr     = "TemporalWorkerDeploymentVersion"
-	runningEntities = "WorkflowType = '" + workflows.RewardsWorkflowType + "' AND ExecutionStatus = 'Running'"
+	runningEntities = "WorkflowType = '" + rewards.RewardsWorkflowType + "' AND ExecutionStatus = 'Running'"
 )
 
 // versionValue is a version as visibility holds it.

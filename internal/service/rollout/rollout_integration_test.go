@@ -13,12 +13,12 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/service/rollout"
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // quietLogger keeps the SDK's and the activities' log lines out of the test
@@ -39,7 +39,7 @@ func startWorker(t *testing.T, c client.Client, namespace, deployment, buildID s
 			Version:       worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: buildID},
 		}
 	}
-	w := rewardsworker.New(c, namespace, activities.LogRecorder{Logger: quietLogger(t)}, opts)
+	w := rewardsworker.New(c, namespace, rewardsact.LogRecorder{Logger: quietLogger(t)}, opts)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func nudges(ctx context.Context, c client.Client, workflowID string) (int, error
 			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
 				previous = a.GetContinuedExecutionRunId()
 			}
-			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.SignalNudge {
+			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == rewards.SignalNudge {
 				n++
 			}
 		}
@@ -173,7 +173,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	defer c.Close()
 	const deployment = rollout.DefaultDeployment
 	rc := &rewardsclient.Client{Temporal: c, AttemptTimeout: 10 * time.Second}
-	points := map[string]workflows.Status{}
+	points := map[string]rewards.Status{}
 	// enroll creates an idle entity: its one event crosses into the gold
 	// tier, so its search attributes are written within a second (a points
 	// change within a tier is written up to a minute later), and the test
@@ -181,11 +181,11 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 	// version without a nudge.
 	enroll := func(customer string, amount int64) {
 		t.Helper()
-		ev := workflows.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: amount}
+		ev := rewards.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: amount}
 		if _, err := rc.ApplyPoints(ctx, customer, ev); err != nil {
 			t.Fatalf("%s: %v", customer, err)
 		}
-		waitFor(t, ctx, customer+" to be idle", func() error { return idle(ctx, c, workflows.RewardsWorkflowID(customer)) })
+		waitFor(t, ctx, customer+" to be idle", func() error { return idle(ctx, c, rewards.RewardsWorkflowID(customer)) })
 		st, err := rc.Status(ctx, customer)
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +266,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 
 	// Upgrades are lazy: the idle entities stay where they are until woken.
 	for _, customer := range append(slices.Clone(onV1), unversioned) {
-		build, err := buildOf(ctx, c, workflows.RewardsWorkflowID(customer))
+		build, err := buildOf(ctx, c, rewards.RewardsWorkflowID(customer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
 	for _, customer := range all {
-		if n, err := nudges(ctx, c, workflows.RewardsWorkflowID(customer)); err != nil || n != 0 {
+		if n, err := nudges(ctx, c, rewards.RewardsWorkflowID(customer)); err != nil || n != 0 {
 			t.Fatalf("%s: %d nudges after the dry run, %v", customer, n, err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		t.Fatalf("sweep: %+v, %v", swept, err)
 	}
 	for _, customer := range all {
-		id := workflows.RewardsWorkflowID(customer)
+		id := rewards.RewardsWorkflowID(customer)
 		n, err := nudges(ctx, c, id)
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/storeconn"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Run runs the worker process until ctx ends: it serves the metrics, dials
@@ -88,7 +88,7 @@ func serveMetrics(addr string, opts *client.Options, logger *slog.Logger) (reg p
 func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.Store, namespace string, logger *slog.Logger) (stop func(), err error) {
 	if cfg.Versioned() {
 		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.Version.DeploymentName, "build_id", cfg.Version.BuildID)
-		if slices.Contains(cfg.TaskQueues, workflows.RewardsTaskQueue) {
+		if slices.Contains(cfg.TaskQueues, rewards.RewardsTaskQueue) {
 			warnWithoutPinnedUpgrade(ctx, c, logger)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Run fails on a configuration it cannot serve before it dials Temporal: the
@@ -33,7 +33,7 @@ func TestRunFailsBeforeDialing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(payloadcodec.KeysFileEnv, "")
 			t.Setenv(payloadcodec.KeysEnv, tt.keys)
-			tt.cfg.Address, tt.cfg.StickyCacheSize, tt.cfg.TaskQueues = "127.0.0.1:1", 2000, []string{workflows.RewardsTaskQueue}
+			tt.cfg.Address, tt.cfg.StickyCacheSize, tt.cfg.TaskQueues = "127.0.0.1:1", 2000, []string{rewards.RewardsTaskQueue}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			err := Run(ctx, tt.cfg, slog.New(slog.DiscardHandler))

@@ -6,11 +6,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	platformact "github.com/entityflow/entityflow/activities/platform"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/platformworker"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // workerOptions are the worker options of one task queue: the deployment
@@ -20,13 +22,13 @@ func workerOptions(cfg Config, queue string) worker.Options {
 	opts := cfg.Pollers.Apply(worker.Options{WorkerStopTimeout: cfg.StopTimeout})
 	if cfg.Versioned() {
 		// The workflows carry their versioning behaviour from registration
-		// (workflows.RegisterRewards, RegisterPlatform), so no default here:
+		// (rewards.Register, platform.Register), so no default here:
 		// a workflow registered without one fails at registration instead of
 		// silently taking a behaviour.
 		opts.DeploymentOptions = worker.DeploymentOptions{UseVersioning: true, Version: cfg.Version}
 	}
-	if queue == workflows.RewardsTaskQueue {
-		opts.PreferredVersionProvider = workflows.RewardsReleaseCap(cfg.RewardsRelease)
+	if queue == rewards.RewardsTaskQueue {
+		opts.PreferredVersionProvider = rewards.RewardsReleaseCap(cfg.RewardsRelease)
 	}
 	return opts
 }
@@ -34,12 +36,12 @@ func workerOptions(cfg Config, queue string) worker.Options {
 // newWorker builds the worker for one task queue with what runs there.
 func newWorker(c client.Client, st *store.Store, queue, namespace string, opts worker.Options) (worker.Worker, error) {
 	switch queue {
-	case workflows.RewardsTaskQueue:
-		return rewardsworker.New(c, namespace, activities.StoreRecorder{Store: st}, opts), nil
-	case workflows.ActivitiesTaskQueue:
-		p := &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}
+	case rewards.RewardsTaskQueue:
+		return rewardsworker.New(c, namespace, rewardsact.StoreRecorder{Store: st}, opts), nil
+	case platform.ActivitiesTaskQueue:
+		p := &platformact.Platform{Store: st, Temporal: c, Handlers: platformact.DefaultTaskHandlers()}
 		return platformworker.New(c, p, opts), nil
 	default:
-		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue)
+		return nil, fmt.Errorf("unknown task queue %q (known: %s, %s)", queue, rewards.RewardsTaskQueue, platform.ActivitiesTaskQueue)
 	}
 }

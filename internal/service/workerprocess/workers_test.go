@@ -9,24 +9,25 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/internal/infra/pollers"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // The deployment version goes to every task queue's worker, the release cap
 // to the rewards worker only.
 func TestWorkerOptions(t *testing.T) {
 	cfg := Config{Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v2"}, RewardsRelease: 2}
-	for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
+	for _, q := range []string{rewards.RewardsTaskQueue, platform.ActivitiesTaskQueue} {
 		opts := workerOptions(cfg, q)
 		d := opts.DeploymentOptions
 		if !d.UseVersioning || d.Version != cfg.Version || d.DefaultVersioningBehavior != workflow.VersioningBehaviorUnspecified {
 			t.Errorf("%s: deployment options %+v", q, d)
 		}
-		if got, want := opts.PreferredVersionProvider != nil, q == workflows.RewardsTaskQueue; got != want {
+		if got, want := opts.PreferredVersionProvider != nil, q == rewards.RewardsTaskQueue; got != want {
 			t.Errorf("%s: release cap set %v, want %v", q, got, want)
 		}
 	}
-	if d := workerOptions(Config{RewardsRelease: workflows.RewardsRelease}, workflows.RewardsTaskQueue).DeploymentOptions; d != (worker.DeploymentOptions{}) {
+	if d := workerOptions(Config{RewardsRelease: rewards.RewardsRelease}, rewards.RewardsTaskQueue).DeploymentOptions; d != (worker.DeploymentOptions{}) {
 		t.Errorf("unversioned: deployment options %+v", d)
 	}
 }
@@ -38,8 +39,8 @@ func TestWorkerOptionsPollers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
-			opts := workerOptions(Config{Pollers: p, RewardsRelease: workflows.RewardsRelease}, q)
+		for _, q := range []string{rewards.RewardsTaskQueue, platform.ActivitiesTaskQueue} {
+			opts := workerOptions(Config{Pollers: p, RewardsRelease: rewards.RewardsRelease}, q)
 			auto := opts.WorkflowTaskPollerBehavior != nil && opts.ActivityTaskPollerBehavior != nil &&
 				opts.MaxConcurrentWorkflowTaskPollers == 0 && opts.MaxConcurrentActivityTaskPollers == 0
 			fixed := opts.WorkflowTaskPollerBehavior == nil && opts.ActivityTaskPollerBehavior == nil &&
@@ -67,7 +68,7 @@ func TestVersionedWorkersBuild(t *testing.T) {
 	// What the worker's flags -deployment-name entityflow -build-id v1
 	// -rewards-release 2 give.
 	cfg := Config{Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v1"}, RewardsRelease: 2, Pollers: auto, StopTimeout: 30 * time.Second}
-	for _, q := range []string{workflows.RewardsTaskQueue, workflows.ActivitiesTaskQueue} {
+	for _, q := range []string{rewards.RewardsTaskQueue, platform.ActivitiesTaskQueue} {
 		w, err := newWorker(c, nil, q, "default", workerOptions(cfg, q))
 		if err != nil || w == nil {
 			t.Fatalf("%s: worker %v, error %v", q, w, err)

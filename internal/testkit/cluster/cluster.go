@@ -33,7 +33,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/toolbin"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Options say where the server keeps its state and listens. Zero fields take
@@ -363,8 +363,8 @@ func (s *Server) registerNamespace(ctx context.Context, c client.Client, name st
 		return err
 	}
 	want := map[string]enums.IndexedValueType{
-		workflows.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
+		rewards.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
+		rewards.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
 	}
 	return s.poll(ctx, "the search attributes of "+name+" to be served", func(ctx context.Context) error {
 		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: name})
@@ -383,7 +383,7 @@ func (s *Server) registerNamespace(ctx context.Context, c client.Client, name st
 			// started and listed by them.
 			_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 				Namespace: name,
-				Query:     fmt.Sprintf("%s = 'basic' AND %s >= 0", workflows.SearchAttributeTier, workflows.SearchAttributePoints),
+				Query:     fmt.Sprintf("%s = 'basic' AND %s >= 0", rewards.SearchAttributeTier, rewards.SearchAttributePoints),
 			})
 			return err
 		}
@@ -501,7 +501,7 @@ func FastVersioning() map[string]any {
 // fairness on server v1.32.1: matching.enableFairness (off by default; it
 // implies the priority matcher, matching.useNewMatcher, on by default since
 // v1.30). Each task queue then dispatches its tasks in proportion to their
-// fairness keys' weights (workflows.FairnessKey: one key per tenant, weight
+// fairness keys' weights (tenant.FairnessKey: one key per tenant, weight
 // 1 unless overridden with UpdateTaskQueueConfig) instead of in arrival
 // order, so that one tenant's backlog does not queue another's tasks behind
 // it. `make run-cluster` starts the server with these values (cluster

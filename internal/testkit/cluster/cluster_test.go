@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"gopkg.in/yaml.v3"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func TestDynamicConfig(t *testing.T) {
@@ -147,7 +147,7 @@ func TestAddNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, attr := range []string{workflows.SearchAttributeTier, workflows.SearchAttributePoints} {
+	for _, attr := range []string{rewards.SearchAttributeTier, rewards.SearchAttributePoints} {
 		if _, ok := resp.GetCustomAttributes()[attr]; !ok {
 			t.Errorf("namespace %s lacks search attribute %s", ns, attr)
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/toolbin"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // ErrNoCLI means no Temporal CLI binary was found.
@@ -35,8 +35,8 @@ func Binary() (string, error) { return toolbin.Find("TEMPORAL_CLI", "temporal", 
 // use, registered on every server this package starts.
 func SearchAttributes() temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
-		temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeTier).ValueSet(""),
-		temporal.NewSearchAttributeKeyInt64(workflows.SearchAttributePoints).ValueSet(0),
+		temporal.NewSearchAttributeKeyKeyword(rewards.SearchAttributeTier).ValueSet(""),
+		temporal.NewSearchAttributeKeyInt64(rewards.SearchAttributePoints).ValueSet(0),
 	)
 }
 
@@ -59,7 +59,7 @@ func SearchAttributeArgs() []string {
 // task-queue fairness (dynamic config matching.enableFairness, which implies
 // the priority matcher matching.useNewMatcher; server 1.29.1 has both, off
 // by default): each queue's tasks are then dispatched in proportion to their
-// fairness keys' weights (workflows.FairnessKey: one key per tenant) rather
+// fairness keys' weights (tenant.FairnessKey: one key per tenant) rather
 // than in arrival order. Every server this package starts, and `make run`'s,
 // has them.
 func FairnessArgs() []string {

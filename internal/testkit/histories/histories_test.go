@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // history builds a history of a workflow of type typ with events of the given types.
@@ -199,7 +199,7 @@ func TestValidate(t *testing.T) {
 
 // Fixtures recorded today are named after the release the rewards code runs.
 func TestRewardsReleaseFollowsTheCode(t *testing.T) {
-	if want := fmt.Sprintf("v%d", workflows.RewardsRelease); RewardsRelease != want {
-		t.Fatalf("histories.RewardsRelease is %s, workflows.RewardsRelease says %s", RewardsRelease, want)
+	if want := fmt.Sprintf("v%d", rewards.RewardsRelease); RewardsRelease != want {
+		t.Fatalf("histories.RewardsRelease is %s, rewards.RewardsRelease says %s", RewardsRelease, want)
 	}
 }

@@ -13,12 +13,12 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // batchEvent is event i of a customer's batched stream.
-func batchEvent(customer string, i int) workflows.PointEvent {
-	return workflows.PointEvent{DedupKey: fmt.Sprintf("%s-b%d", customer, i), Activity: "purchase", Points: int64(i%7 + 1), SourceID: fmt.Sprint(i)}
+func batchEvent(customer string, i int) rewards.PointEvent {
+	return rewards.PointEvent{DedupKey: fmt.Sprintf("%s-b%d", customer, i), Activity: "purchase", Points: int64(i%7 + 1), SourceID: fmt.Sprint(i)}
 }
 
 // Copies of an event in sendOverlappingBatches.
@@ -33,7 +33,7 @@ const (
 // 10 from several goroutines, each event in three copies (ownBatch,
 // shiftedBatch, sameBatch), and returns the answers per event and copy, and
 // the sum of the events' points.
-func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, customer string, n int) (map[int]*[copies]*workflows.PointsResult, int64, error) {
+func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, customer string, n int) (map[int]*[copies]*rewards.PointsResult, int64, error) {
 	type job struct{ from, to, copy int }
 	var jobs []job
 	for from := 0; from < n; from += 10 {
@@ -45,7 +45,7 @@ func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, custo
 	}
 	var (
 		mu      sync.Mutex
-		answers = map[int]*[copies]*workflows.PointsResult{}
+		answers = map[int]*[copies]*rewards.PointsResult{}
 		first   error
 		wg      sync.WaitGroup
 	)
@@ -56,7 +56,7 @@ func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, custo
 				if j.from >= j.to {
 					continue
 				}
-				evs := make([]workflows.PointEvent, 0, j.to-j.from)
+				evs := make([]rewards.PointEvent, 0, j.to-j.from)
 				for i := j.from; i < j.to; i++ {
 					evs = append(evs, batchEvent(customer, i))
 				}
@@ -69,7 +69,7 @@ func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, custo
 					if r.Err == nil {
 						a := answers[j.from+k]
 						if a == nil {
-							a = new([copies]*workflows.PointsResult)
+							a = new([copies]*rewards.PointsResult)
 							answers[j.from+k] = a
 						}
 						a[j.copy] = &r.Result
@@ -96,7 +96,7 @@ func sendOverlappingBatches(ctx context.Context, rc *rewardsclient.Client, custo
 // and its retry with the same update ID) is answered on its retry from the
 // window, as a duplicate, as apply-points is. That each event was applied
 // once is the entity's status to say (event count and points).
-func checkBatchAnswers(t *testing.T, answers map[int]*[copies]*workflows.PointsResult, n int) {
+func checkBatchAnswers(t *testing.T, answers map[int]*[copies]*rewards.PointsResult, n int) {
 	t.Helper()
 	for i := range n {
 		a := answers[i]
@@ -130,7 +130,7 @@ func TestBatchesExactlyOnceAcrossRetriesAndContinueAsNew(t *testing.T) {
 	startWorker(t, srv.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: 40})
+	rc := newClient(srv.Client(), rewards.Options{EventsPerRun: 40})
 
 	answers, want, err := sendOverlappingBatches(ctx, rc, "int-batch", 200)
 	if err != nil {
@@ -154,10 +154,10 @@ func TestWorkerKilledMidBatch(t *testing.T) {
 	workerBin := buildWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: 50})
+	rc := newClient(srv.Client(), rewards.Options{EventsPerRun: 50})
 
 	first := startWorkerProcess(t, workerBin, srv.FrontendHostPort(), "")
-	var answers map[int]*[copies]*workflows.PointsResult
+	var answers map[int]*[copies]*rewards.PointsResult
 	var want int64
 	var sendErr error
 	done := make(chan struct{})
@@ -184,14 +184,14 @@ func TestWorkerKilledMidBatch(t *testing.T) {
 // olderRewards stands for a rewards entity of a release without
 // apply-points-batch: it knows apply-points only, and refuses an invalid
 // event in the update's validator, as every release does.
-func olderRewards(ctx workflow.Context, _ workflows.RewardsInput) error {
+func olderRewards(ctx workflow.Context, _ rewards.RewardsInput) error {
 	var points int64
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, workflows.UpdateApplyPoints, func(_ workflow.Context, ev workflows.PointEvent) (workflows.PointsResult, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, rewards.UpdateApplyPoints, func(_ workflow.Context, ev rewards.PointEvent) (rewards.PointsResult, error) {
 		points += ev.Points
-		return workflows.PointsResult{Applied: true, Points: points, Tier: workflows.TierFor(points)}, nil
-	}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, ev workflows.PointEvent) error {
+		return rewards.PointsResult{Applied: true, Points: points, Tier: rewards.TierFor(points)}, nil
+	}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, ev rewards.PointEvent) error {
 		if err := ev.Validate(); err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidEvent, nil)
+			return temporal.NewNonRetryableApplicationError(err.Error(), rewards.ErrInvalidEvent, nil)
 		}
 		return nil
 	}}); err != nil {
@@ -204,16 +204,16 @@ func olderRewards(ctx workflow.Context, _ workflows.RewardsInput) error {
 // client then applies the batch's events one by one with apply-points.
 func TestBatchFallsBackToSingleUpdatesOnOlderWorker(t *testing.T) {
 	srv := devserver.ForTest(t, devserver.Options{})
-	w := worker.New(srv.Client(), workflows.RewardsTaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(olderRewards, workflow.RegisterOptions{Name: workflows.RewardsWorkflowType})
+	w := worker.New(srv.Client(), rewards.RewardsTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(olderRewards, workflow.RegisterOptions{Name: rewards.RewardsWorkflowType})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rc := newClient(srv.Client(), workflows.Options{})
-	evs := []workflows.PointEvent{batchEvent("c-old", 1), batchEvent("c-old", 2), {DedupKey: "c-old-zero"}}
+	rc := newClient(srv.Client(), rewards.Options{})
+	evs := []rewards.PointEvent{batchEvent("c-old", 1), batchEvent("c-old", 2), {DedupKey: "c-old-zero"}}
 	res, err := rc.ApplyPointsBatch(ctx, "c-old", evs)
 	if err != nil {
 		t.Fatal(err)

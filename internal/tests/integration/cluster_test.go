@@ -18,7 +18,8 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // On a real Temporal server on PostgreSQL, three worker processes sharing one
@@ -39,7 +40,7 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rc := newClient(c, workflows.Options{EventsPerRun: 40})
+	rc := newClient(c, rewards.Options{EventsPerRun: 40})
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	customers := []string{"roll-a-" + suffix, "roll-b-" + suffix, "roll-c-" + suffix}
 
@@ -80,7 +81,7 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 
 	type result struct {
 		want    map[string]int64
-		answers []map[int][]workflows.PointsResult
+		answers []map[int][]rewards.PointsResult
 		err     error
 	}
 	// traffic sends events from..to-1 to every customer, each three times.
@@ -157,8 +158,8 @@ func TestRealServerRollingRestartsKeepTotalsExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.Status == workflows.StatusSucceeded && len(tasks) == 2 &&
-				tasks[0].Status == workflows.StatusSucceeded && tasks[1].Status == workflows.StatusSucceeded {
+			if run.Status == platformwf.StatusSucceeded && len(tasks) == 2 &&
+				tasks[0].Status == platformwf.StatusSucceeded && tasks[1].Status == platformwf.StatusSucceeded {
 				done++
 			}
 		}

@@ -25,7 +25,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // deployment is the Worker Deployment the deploy test's workers join; the
@@ -66,7 +66,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rc := newClient(c, workflows.Options{EventsPerRun: 100})
+	rc := newClient(c, rewards.Options{EventsPerRun: 100})
 
 	start := func(build string, release int) *workerProc {
 		return &workerProc{cmd: startVersionedWorker(t, workerBin, srv.Address, namespace, db, build, release)}
@@ -98,7 +98,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	traffic := led.drive(ctx, rc, active)
 
 	time.Sleep(8 * time.Second)
-	v2 := []*workerProc{start("v2", workflows.RewardsRelease), start("v2", workflows.RewardsRelease)}
+	v2 := []*workerProc{start("v2", rewards.RewardsRelease), start("v2", rewards.RewardsRelease)}
 	// SetCurrent waits until v2's workers have polled.
 	setCurrent(t, ctx, c, "v2")
 	switched := time.Now()
@@ -131,8 +131,8 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	// carry: 500 points and the key k-1.
 	tenant := rc.For("t-1")
 	tenantCustomer := "dep-tenant-" + suffix
-	tenantWorkflow := workflows.RewardsWorkflowIDFor("t-1", tenantCustomer)
-	k1 := workflows.PointEvent{DedupKey: "k-1", Activity: "purchase", Points: 500, SourceID: "order-1"}
+	tenantWorkflow := rewards.RewardsWorkflowIDFor("t-1", tenantCustomer)
+	k1 := rewards.PointEvent{DedupKey: "k-1", Activity: "purchase", Points: 500, SourceID: "order-1"}
 	if res, err := tenant.ApplyPoints(ctx, tenantCustomer, k1); err != nil || res.Points != 500 || res.Duplicate {
 		t.Fatalf("tenant entity's first event: %+v, %v", res, err)
 	}
@@ -207,7 +207,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 // release.
 func startVersionedWorker(t *testing.T, bin, address, namespace, db, build string, release int) *exec.Cmd {
 	t.Helper()
-	return startWorkerProcess(t, bin, address, db, "-namespace", namespace, "-task-queues", workflows.RewardsTaskQueue,
+	return startWorkerProcess(t, bin, address, db, "-namespace", namespace, "-task-queues", rewards.RewardsTaskQueue,
 		"-deployment-name", deployment, "-build-id", build, "-rewards-release", fmt.Sprint(release))
 }
 
@@ -227,7 +227,7 @@ func newLedger() *ledger {
 // an update, as the same update retried under another update ID (which must
 // answer from the entity's window with the first result), and as a signal.
 func (l *ledger) send(ctx context.Context, rc *rewardsclient.Client, customer string, i int, points int64) error {
-	ev := workflows.PointEvent{DedupKey: fmt.Sprintf("%s-e%d", customer, i), Activity: "purchase", Points: points, SourceID: fmt.Sprint(i)}
+	ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-e%d", customer, i), Activity: "purchase", Points: points, SourceID: fmt.Sprint(i)}
 	first, err := rc.ApplyPoints(ctx, customer, ev)
 	if err != nil {
 		return fmt.Errorf("%s event %d: %w", customer, i, err)
@@ -328,7 +328,7 @@ func countOnBuild(t *testing.T, ctx context.Context, c client.Client, customers 
 	t.Helper()
 	n := 0
 	for _, cu := range customers {
-		b, err := buildOf(ctx, c, workflows.RewardsWorkflowID(cu))
+		b, err := buildOf(ctx, c, rewards.RewardsWorkflowID(cu))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func checkRuns(t *testing.T, ctx context.Context, c client.Client, customers []s
 	t.Helper()
 	failures := map[string]int{}
 	for _, cu := range customers {
-		runs, err := histories.Chain(ctx, c, workflows.RewardsWorkflowID(cu))
+		runs, err := histories.Chain(ctx, c, rewards.RewardsWorkflowID(cu))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -525,12 +525,12 @@ func checkUnservedRuns(t *testing.T, ctx context.Context, c client.Client, workf
 		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED {
 			t.Errorf("%s: a run failed: %v", workflowID, ev)
 		}
-		if a := ev.GetWorkflowTaskFailedEventAttributes(); a != nil && strings.Contains(a.GetFailure().GetMessage(), workflows.UnservableTenant) {
+		if a := ev.GetWorkflowTaskFailedEventAttributes(); a != nil && strings.Contains(a.GetFailure().GetMessage(), rewards.UnservableTenant) {
 			unserved++
 		}
 	}
 	if unserved == 0 {
-		t.Errorf("%s: no workflow task failed for %s in the run after the rollback", workflowID, workflows.UnservableTenant)
+		t.Errorf("%s: no workflow task failed for %s in the run after the rollback", workflowID, rewards.UnservableTenant)
 	}
 	if b, err := runBuild(runs[1].History, map[string]int{}); err != nil || b != "v2" {
 		t.Errorf("%s: the run after the rollback completed its tasks on %q (%v), want v2 only", workflowID, b, err)

@@ -19,13 +19,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // keyring returns a codec over fixed test keys: current, and the IDs in
@@ -55,7 +55,7 @@ func encryptedWorker(t *testing.T, c client.Client, codec *payloadcodec.Codec) (
 		t.Fatal(err)
 	}
 	t.Cleanup(ec.Close)
-	w := rewardsworker.New(ec, "default", activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
+	w := rewardsworker.New(ec, "default", rewardsact.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +94,9 @@ func payloadKeys(t *testing.T, hist *historypb.History, secret string) map[strin
 }
 
 // startInput decrypts the input of the run hist starts with.
-func startInput(t *testing.T, hist *historypb.History, codec *payloadcodec.Codec) workflows.RewardsInput {
+func startInput(t *testing.T, hist *historypb.History, codec *payloadcodec.Codec) rewards.RewardsInput {
 	t.Helper()
-	var in workflows.RewardsInput
+	var in rewards.RewardsInput
 	attrs := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
 	if err := temporalclient.EncryptingConverter(codec).FromPayloads(attrs.GetInput(), &in); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func replay(t *testing.T, workflowID string, runs []histories.Run, dc converter.
 		if err != nil {
 			return fmt.Errorf("a replayer: %w", err)
 		}
-		workflows.RegisterRewards(r)
+		rewards.Register(r)
 		err = r.ReplayWorkflowHistoryWithOptions(sdklog.NewStructuredLogger(quietLogger(t)), run.History, worker.ReplayWorkflowHistoryOptions{
 			OriginalExecution: workflow.Execution{ID: workflowID, RunID: run.RunID},
 		})
@@ -135,16 +135,16 @@ func TestEncryptedHistoryReplays(t *testing.T) {
 	defer cancel()
 	const customer = "enc-1"
 	const secret = "order-7f3a9c-secret"
-	workflowID := workflows.RewardsWorkflowID(customer)
-	event := func(i int) workflows.PointEvent {
-		return workflows.PointEvent{DedupKey: fmt.Sprintf("enc-e%d", i), Activity: "purchase", Points: int64(i), SourceID: fmt.Sprintf("%s-%d", secret, i)}
+	workflowID := rewards.RewardsWorkflowID(customer)
+	event := func(i int) rewards.PointEvent {
+		return rewards.PointEvent{DedupKey: fmt.Sprintf("enc-e%d", i), Activity: "purchase", Points: int64(i), SourceID: fmt.Sprintf("%s-%d", secret, i)}
 	}
 
 	// Before the rotation: key k1. Three events per run, so five events
 	// make a ContinueAsNew, whose input the worker encrypts.
 	k1 := keyring(t, "k1")
 	c1, w1 := encryptedWorker(t, srv.Client(), k1)
-	rc1 := newClient(c1, workflows.Options{EventsPerRun: 3})
+	rc1 := newClient(c1, rewards.Options{EventsPerRun: 3})
 	for i := 1; i <= 4; i++ {
 		if _, err := rc1.ApplyPoints(ctx, customer, event(i)); err != nil {
 			t.Fatal(err)
@@ -172,7 +172,7 @@ func TestEncryptedHistoryReplays(t *testing.T) {
 	k2 := keyring(t, "k2", "k1")
 	c2, w2 := encryptedWorker(t, srv.Client(), k2)
 	defer w2.Stop()
-	rc2 := newClient(c2, workflows.Options{EventsPerRun: 3})
+	rc2 := newClient(c2, rewards.Options{EventsPerRun: 3})
 	for i := 6; i <= 7; i++ {
 		if _, err := rc2.ApplyPoints(ctx, customer, event(i)); err != nil {
 			t.Fatal(err)
@@ -228,11 +228,11 @@ func TestEncryptedHistoryReplays(t *testing.T) {
 
 // queryStatus asks the entity its status through c.
 func queryStatus(ctx context.Context, c client.Client, workflowID string) error {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", workflows.QueryGetStatus)
+	v, err := c.QueryWorkflow(ctx, workflowID, "", rewards.QueryGetStatus)
 	if err != nil {
 		return err
 	}
-	var st workflows.Status
+	var st rewards.Status
 	if err := v.Get(&st); err != nil {
 		return fmt.Errorf("reading the status: %w", err)
 	}

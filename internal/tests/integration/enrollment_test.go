@@ -13,14 +13,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Unenrollment is final against any client, not only the project's own: a
@@ -43,8 +43,8 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const customer = "int-final"
-	id := workflows.RewardsWorkflowID(customer)
-	rc := newClient(c, workflows.Options{})
+	id := rewards.RewardsWorkflowID(customer)
+	rc := newClient(c, rewards.Options{})
 
 	if _, err := rc.ApplyPoints(ctx, customer, pointEvent("f-1", 10)); err != nil {
 		t.Fatal(err)
@@ -57,16 +57,16 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	}
 
 	// A client's retry of the event applied before the unenrollment.
-	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
-		t.Fatalf("UpdateWithStart after unenrollment: %v, want a non-retryable %s", err, workflows.ErrNotEnrolled)
+	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, rewards.ErrNotEnrolled) {
+		t.Fatalf("UpdateWithStart after unenrollment: %v, want a non-retryable %s", err, rewards.ErrNotEnrolled)
 	}
 	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
 		t.Fatalf("the run an UpdateWithStart started ended as %+v, want nothing applied and the balance left (10)", st)
 	}
 	leftWith10(t, ctx, rc, customer, "after the refused UpdateWithStart")
-	if _, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalAddPoints, pointEvent("f-2", 5),
-		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.RewardsTaskQueue}, workflows.RewardsWorkflowType,
-		workflows.RewardsInput{CustomerID: customer}); err != nil {
+	if _, err := c.SignalWithStartWorkflow(ctx, id, rewards.SignalAddPoints, pointEvent("f-2", 5),
+		client.StartWorkflowOptions{ID: id, TaskQueue: rewards.RewardsTaskQueue}, rewards.RewardsWorkflowType,
+		rewards.RewardsInput{CustomerID: customer}); err != nil {
 		t.Fatal(err)
 	}
 	if st := waitFor(t, ctx, c, id); st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
@@ -77,13 +77,13 @@ func TestUnenrollmentIsFinalForEveryClient(t *testing.T) {
 	// database does not.
 	stopWorker()
 	c = devserver.ForTest(t, devserver.Options{}).Client()
-	rc = newClient(c, workflows.Options{})
+	rc = newClient(c, rewards.Options{})
 	startStoreWorker(t, c, db)
 	if _, err := c.DescribeWorkflowExecution(ctx, id, ""); !isNotFound(err) {
 		t.Fatalf("the fresh server knows %s: %v", id, err)
 	}
-	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
-		t.Fatalf("UpdateWithStart after retention: %v, want %s", err, workflows.ErrNotEnrolled)
+	if _, err := rawUpdateWithStart(ctx, c, customer, pointEvent("f-1", 10)); !isRefusal(err, rewards.ErrNotEnrolled) {
+		t.Fatalf("UpdateWithStart after retention: %v, want %s", err, rewards.ErrNotEnrolled)
 	}
 	waitFor(t, ctx, c, id)
 	leftWith10(t, ctx, rc, customer, "after retention, from the database")
@@ -116,25 +116,25 @@ func leftWith10(t *testing.T, ctx context.Context, rc *rewardsclient.Client, cus
 	}
 }
 
-func pointEvent(key string, points int64) workflows.PointEvent {
-	return workflows.PointEvent{DedupKey: key, Activity: "purchase", Points: points, SourceID: key}
+func pointEvent(key string, points int64) rewards.PointEvent {
+	return rewards.PointEvent{DedupKey: key, Activity: "purchase", Points: points, SourceID: key}
 }
 
 // rawUpdateWithStart sends apply-points the way any Temporal client can:
 // UpdateWithStart, conflict policy USE_EXISTING, the default reuse policy.
-func rawUpdateWithStart(ctx context.Context, c client.Client, customer string, ev workflows.PointEvent) (workflows.PointsResult, error) {
-	id := workflows.RewardsWorkflowID(customer)
+func rawUpdateWithStart(ctx context.Context, c client.Client, customer string, ev rewards.PointEvent) (rewards.PointsResult, error) {
+	id := rewards.RewardsWorkflowID(customer)
 	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflows.RewardsTaskQueue, WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.RewardsWorkflowType, workflows.RewardsInput{CustomerID: customer})
+		ID: id, TaskQueue: rewards.RewardsTaskQueue, WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, rewards.RewardsWorkflowType, rewards.RewardsInput{CustomerID: customer})
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.UpdateApplyPoints, Args: []any{ev},
+			WorkflowID: id, UpdateName: rewards.UpdateApplyPoints, Args: []any{ev},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
-	var res workflows.PointsResult
+	var res rewards.PointsResult
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
@@ -147,9 +147,9 @@ func isRefusal(err error, errType string) bool {
 }
 
 // waitFor waits for the latest run of a workflow to end and returns its status.
-func waitFor(t *testing.T, ctx context.Context, c client.Client, id string) workflows.Status {
+func waitFor(t *testing.T, ctx context.Context, c client.Client, id string) rewards.Status {
 	t.Helper()
-	var st workflows.Status
+	var st rewards.Status
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
 		t.Fatalf("waiting for %s: %v", id, err)
 	}
@@ -160,7 +160,7 @@ func waitFor(t *testing.T, ctx context.Context, c client.Client, id string) work
 // ends or the returned function stops it.
 func startStoreWorker(t *testing.T, c client.Client, db *store.Store) (stop func()) {
 	t.Helper()
-	w := rewardsworker.New(c, "default", activities.StoreRecorder{Store: db}, worker.Options{})
+	w := rewardsworker.New(c, "default", rewardsact.StoreRecorder{Store: db}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

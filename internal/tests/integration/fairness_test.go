@@ -10,12 +10,12 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // On a dev server with task-queue fairness on (devserver.FairnessArgs),
@@ -37,7 +37,7 @@ func TestRealServerEntitiesCarryTheirTenantsFairnessKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	w := rewardsworker.New(c, ns, activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
+	w := rewardsworker.New(c, ns, rewardsact.LogRecorder{Logger: quietLogger(t)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,11 @@ func checkFairnessKeys(t *testing.T, c client.Client, customer string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	base := newClient(c, workflows.Options{EventsPerRun: 2})
+	base := newClient(c, rewards.Options{EventsPerRun: 2})
 	for _, tenantID := range []string{tenant.Default, "t-fair"} {
 		rc := base.For(tenantID)
 		for i := range 3 {
-			ev := workflows.PointEvent{DedupKey: fmt.Sprintf("fair-%d", i), Activity: "purchase", Points: 10}
+			ev := rewards.PointEvent{DedupKey: fmt.Sprintf("fair-%d", i), Activity: "purchase", Points: 10}
 			res, err := rc.ApplyPoints(ctx, customer, ev)
 			if err != nil {
 				t.Fatalf("tenant %s, event %d: %v", tenantID, i, err)
@@ -72,7 +72,7 @@ func checkFairnessKeys(t *testing.T, c client.Client, customer string) {
 		if st.Run < 2 {
 			t.Fatalf("tenant %s: run %d, want a ContinueAsNew after 2 events", tenantID, st.Run)
 		}
-		id := workflows.RewardsWorkflowIDFor(tenantID, customer)
+		id := rewards.RewardsWorkflowIDFor(tenantID, customer)
 		desc := describe(t, ctx, c, id)
 		if got := desc.GetWorkflowExecutionInfo().GetPriority().GetFairnessKey(); got != tenantID {
 			t.Errorf("%s (run %d): fairness key %q, want %q", id, st.Run, got, tenantID)

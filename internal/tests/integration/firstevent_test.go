@@ -10,12 +10,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // A new customer's first event costs what a raw workflow's does: from
@@ -44,8 +44,8 @@ func TestNewEntityAnswersItsFirstEventInOneWorkflowTask(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := devserver.ForTest(t, devserver.Options{}).Client()
-			w := rewardsworker.New(c, "default", activities.StoreRecorder{Store: db},
-				worker.Options{PreferredVersionProvider: workflows.RewardsReleaseCap(tt.release)})
+			w := rewardsworker.New(c, "default", rewardsact.StoreRecorder{Store: db},
+				worker.Options{PreferredVersionProvider: rewards.RewardsReleaseCap(tt.release)})
 			if err := w.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -54,9 +54,9 @@ func TestNewEntityAnswersItsFirstEventInOneWorkflowTask(t *testing.T) {
 			defer cancel()
 			// Customer IDs of their own: the database outlives the test.
 			customer := "int-first-" + time.Now().UTC().Format("150405.000000000")
-			id := workflows.RewardsWorkflowID(customer)
+			id := rewards.RewardsWorkflowID(customer)
 			if tt.unenrolled {
-				rc := newClient(c, workflows.Options{})
+				rc := newClient(c, rewards.Options{})
 				if _, err := rc.ApplyPoints(ctx, customer, pointEvent("first-0", 10)); err != nil {
 					t.Fatal(err)
 				}
@@ -68,8 +68,8 @@ func TestNewEntityAnswersItsFirstEventInOneWorkflowTask(t *testing.T) {
 
 			res, err := rawUpdateWithStart(ctx, c, customer, pointEvent("first-1", 25))
 			switch {
-			case tt.unenrolled && !isRefusal(err, workflows.ErrNotEnrolled):
-				t.Fatalf("first event for an unenrolled customer: %+v, %v; want a non-retryable %s", res, err, workflows.ErrNotEnrolled)
+			case tt.unenrolled && !isRefusal(err, rewards.ErrNotEnrolled):
+				t.Fatalf("first event for an unenrolled customer: %+v, %v; want a non-retryable %s", res, err, rewards.ErrNotEnrolled)
 			case !tt.unenrolled && (err != nil || !res.Applied || res.Points != 25):
 				t.Fatalf("first event: %+v, %v; want applied with 25 points", res, err)
 			}

@@ -21,13 +21,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func quietLogger(t testing.TB) *slog.Logger {
@@ -44,7 +44,7 @@ func quietLogger(t testing.TB) *slog.Logger {
 // keep the SDK's default.
 func startWorker(t testing.TB, c client.Client) worker.Worker {
 	t.Helper()
-	w := rewardsworker.New(c, "default", activities.LogRecorder{Logger: quietLogger(t)}, worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
+	w := rewardsworker.New(c, "default", rewardsact.LogRecorder{Logger: quietLogger(t)}, worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,18 +52,18 @@ func startWorker(t testing.TB, c client.Client) worker.Worker {
 	return w
 }
 
-func newClient(c client.Client, opts workflows.Options) *rewardsclient.Client {
+func newClient(c client.Client, opts rewards.Options) *rewardsclient.Client {
 	return &rewardsclient.Client{Temporal: c, Options: opts, AttemptTimeout: 10 * time.Second, Attempts: 60}
 }
 
 // sendTriplicates sends events 0..n-1 to the customer, each three times from
 // different goroutines, alternating signals and updates, and returns the update
 // answers per event and the sum of the unique events' points.
-func sendTriplicates(ctx context.Context, rc *rewardsclient.Client, customer string, from, n int) (map[int][]workflows.PointsResult, int64, error) {
+func sendTriplicates(ctx context.Context, rc *rewardsclient.Client, customer string, from, n int) (map[int][]rewards.PointsResult, int64, error) {
 	type job struct{ event, copy int }
 	jobs := make(chan job)
 	var mu sync.Mutex
-	answers := map[int][]workflows.PointsResult{}
+	answers := map[int][]rewards.PointsResult{}
 	var want int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -71,7 +71,7 @@ func sendTriplicates(ctx context.Context, rc *rewardsclient.Client, customer str
 		wg.Go(func() {
 			for j := range jobs {
 				pts := int64(j.event%7 + 1)
-				ev := workflows.PointEvent{DedupKey: fmt.Sprintf("%s-e%d", customer, j.event), Activity: "purchase", Points: pts, SourceID: fmt.Sprint(j.event)}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-e%d", customer, j.event), Activity: "purchase", Points: pts, SourceID: fmt.Sprint(j.event)}
 				if (j.event+j.copy)%2 == 0 {
 					if err := rc.AddPoints(ctx, customer, ev); err != nil {
 						select {
@@ -113,7 +113,7 @@ func sendTriplicates(ctx context.Context, rc *rewardsclient.Client, customer str
 
 // checkAnswers asserts that every update for one event reported the same first
 // result and that at most one of them was not a duplicate.
-func checkAnswers(t *testing.T, answers map[int][]workflows.PointsResult) {
+func checkAnswers(t *testing.T, answers map[int][]rewards.PointsResult) {
 	t.Helper()
 	for ev, rs := range answers {
 		fresh := 0
@@ -131,7 +131,7 @@ func checkAnswers(t *testing.T, answers map[int][]workflows.PointsResult) {
 	}
 }
 
-func status(t *testing.T, ctx context.Context, rc *rewardsclient.Client, customer string) workflows.Status {
+func status(t *testing.T, ctx context.Context, rc *rewardsclient.Client, customer string) rewards.Status {
 	t.Helper()
 	st, err := rc.Status(ctx, customer)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestTriplicatedEventsAcrossContinueAsNew(t *testing.T) {
 	startWorker(t, srv.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: 60})
+	rc := newClient(srv.Client(), rewards.Options{EventsPerRun: 60})
 
 	began := time.Now()
 	answers, want, err := sendTriplicates(ctx, rc, "int-triple", 0, 200)
@@ -170,10 +170,10 @@ func TestWorkerKilledMidBurst(t *testing.T) {
 	workerBin := buildWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: 50})
+	rc := newClient(srv.Client(), rewards.Options{EventsPerRun: 50})
 
 	first := startWorkerProcess(t, workerBin, srv.FrontendHostPort(), "")
-	var answers map[int][]workflows.PointsResult
+	var answers map[int][]rewards.PointsResult
 	var want int64
 	var sendErr error
 	done := make(chan struct{})
@@ -216,7 +216,7 @@ func TestServerRestartOnSameDatabase(t *testing.T) {
 	}
 	defer c.Close()
 	startWorker(t, c)
-	rc := newClient(c, workflows.Options{EventsPerRun: 40})
+	rc := newClient(c, rewards.Options{EventsPerRun: 40})
 	_, wantBefore, err := sendTriplicates(ctx, rc, "int-restart", 0, 60)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestSignalStreamPastPerRunLimit(t *testing.T) {
 	defer cancel()
 	// events_per_run is far above the stream, so only Temporal's own suggestion
 	// and the signal limit shape the runs.
-	rc := newClient(srv.Client(), workflows.Options{EventsPerRun: workflows.MaxEventsPerRun})
+	rc := newClient(srv.Client(), rewards.Options{EventsPerRun: rewards.MaxEventsPerRun})
 	rc.MaxBackoff = time.Second
 	const n = 12_000
 	var next atomic.Int64
@@ -264,7 +264,7 @@ func TestSignalStreamPastPerRunLimit(t *testing.T) {
 				if i >= n {
 					return
 				}
-				ev := workflows.PointEvent{DedupKey: fmt.Sprint("stream-", i), Points: 1}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprint("stream-", i), Points: 1}
 				if err := rc.AddPoints(ctx, "int-stream", ev); err != nil {
 					t.Errorf("signal %d: %v", i, err)
 					return
@@ -275,7 +275,7 @@ func TestSignalStreamPastPerRunLimit(t *testing.T) {
 	wg.Wait()
 	streamed := time.Since(began)
 	deadline := time.Now().Add(time.Minute)
-	var st workflows.Status
+	var st rewards.Status
 	for {
 		st = status(t, ctx, rc, "int-stream")
 		if st.Points == n || time.Now().After(deadline) {
@@ -314,7 +314,7 @@ func recordRuns(t *testing.T, c client.Client, customer, name string, keep func(
 	if os.Getenv("RECORD_HISTORIES") == "" {
 		return
 	}
-	workflowID := workflows.RewardsWorkflowID(customer)
+	workflowID := rewards.RewardsWorkflowID(customer)
 	runs, err := histories.Chain(context.Background(), c, workflowID)
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ func recordRuns(t *testing.T, c client.Client, customer, name string, keep func(
 // currentRun returns the ID of the customer's entity's latest run.
 func currentRun(t *testing.T, ctx context.Context, c client.Client, customer string) string {
 	t.Helper()
-	desc, err := c.DescribeWorkflowExecution(ctx, workflows.RewardsWorkflowID(customer), "")
+	desc, err := c.DescribeWorkflowExecution(ctx, rewards.RewardsWorkflowID(customer), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // TestServerScenarios plays scenarios against a real Temporal dev server, with a
@@ -39,7 +39,7 @@ func TestServerScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	w := rewardsworker.New(c, "default", activities.StoreRecorder{Store: db}, worker.Options{})
+	w := rewardsworker.New(c, "default", rewardsact.StoreRecorder{Store: db}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ type player struct {
 }
 
 // workflowID is the entity's workflow ID.
-func (p *player) workflowID() string { return workflows.RewardsWorkflowIDFor(p.tenant, p.customer) }
+func (p *player) workflowID() string { return rewards.RewardsWorkflowIDFor(p.tenant, p.customer) }
 
 // capture collects the histories of the entity's latest chain of runs; a
 // scenario that ends an entity and starts another calls it in between.
@@ -114,35 +114,35 @@ func (p *player) capture() {
 }
 
 // wait waits for the entity's latest run to end and returns its result.
-func (p *player) wait() (workflows.Status, error) {
-	var st workflows.Status
+func (p *player) wait() (rewards.Status, error) {
+	var st rewards.Status
 	err := p.c.GetWorkflow(p.ctx, p.workflowID(), "").Get(p.ctx, &st)
 	return st, err
 }
 
-func (p *player) start(opts workflows.Options) {
+func (p *player) start(opts rewards.Options) {
 	_, err := p.c.ExecuteWorkflow(p.ctx, client.StartWorkflowOptions{
 		ID:        p.workflowID(),
-		TaskQueue: workflows.RewardsTaskQueue,
-	}, workflows.RewardsWorkflowType, workflows.RewardsInput{CustomerID: p.customer, TenantID: p.tenant, Options: opts})
+		TaskQueue: rewards.RewardsTaskQueue,
+	}, rewards.RewardsWorkflowType, rewards.RewardsInput{CustomerID: p.customer, TenantID: p.tenant, Options: opts})
 	if err != nil {
 		p.t.Fatal(err)
 	}
 }
 
-func (p *player) signal(ev workflows.PointEvent) {
-	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", workflows.SignalAddPoints, ev); err != nil {
+func (p *player) signal(ev rewards.PointEvent) {
+	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", rewards.SignalAddPoints, ev); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
 // update sends apply-points with the retries every project caller uses; each
 // call is a new update, as a client's own retry would be.
-func (p *player) update(ev workflows.PointEvent) (workflows.PointsResult, error) {
+func (p *player) update(ev rewards.PointEvent) (rewards.PointsResult, error) {
 	return p.rc.ApplyPoints(p.ctx, p.customer, ev)
 }
 
-func (p *player) unenrollAndWait() workflows.Status {
+func (p *player) unenrollAndWait() rewards.Status {
 	if err := p.rc.Unenroll(p.ctx, p.customer); err != nil {
 		p.t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func (p *player) unenrollAndWait() workflows.Status {
 	return st
 }
 
-func (p *player) status() workflows.Status {
+func (p *player) status() rewards.Status {
 	st, err := p.rc.Status(p.ctx, p.customer)
 	if err != nil {
 		p.t.Fatal(err)
@@ -162,7 +162,7 @@ func (p *player) status() workflows.Status {
 }
 
 func playContinueAsNew(t *testing.T, p *player) {
-	p.start(workflows.Options{EventsPerRun: 4, DedupWindow: workflows.Duration(time.Hour)})
+	p.start(rewards.Options{EventsPerRun: 4, DedupWindow: rewards.Duration(time.Hour)})
 	want := int64(0)
 	for i := range 10 {
 		ev := scenarioEvent(fmt.Sprint("can-", i), int64(10+i))
@@ -183,7 +183,7 @@ func playContinueAsNew(t *testing.T, p *player) {
 	if _, err := p.update(scenarioEvent("can-1", 999)); err == nil {
 		t.Fatal("a reused key with another event was accepted")
 	}
-	p.signal(workflows.PointEvent{Activity: "bonus", Points: 5})
+	p.signal(rewards.PointEvent{Activity: "bonus", Points: 5})
 	want += 5
 	st := p.unenrollAndWait()
 	if st.Points != want || st.Run < 3 {
@@ -196,8 +196,8 @@ func playContinueAsNew(t *testing.T, p *player) {
 // in and across batches, refused), a batch retried whole after the run
 // moved on, and single updates and signals in between.
 func playBatch(t *testing.T, p *player) {
-	p.start(workflows.Options{EventsPerRun: 4, DedupWindow: workflows.Duration(time.Hour)})
-	answers := func(evs ...workflows.PointEvent) []rewardsclient.ItemResult {
+	p.start(rewards.Options{EventsPerRun: 4, DedupWindow: rewards.Duration(time.Hour)})
+	answers := func(evs ...rewards.PointEvent) []rewardsclient.ItemResult {
 		t.Helper()
 		res, err := p.rc.ApplyPointsBatch(p.ctx, p.customer, evs)
 		if err != nil {
@@ -205,7 +205,7 @@ func playBatch(t *testing.T, p *player) {
 		}
 		return res
 	}
-	first := []workflows.PointEvent{
+	first := []rewards.PointEvent{
 		scenarioEvent("batch-0", 100), scenarioEvent("batch-1", 200),
 		scenarioEvent("batch-0", 100),   // the same event again in the batch: a duplicate
 		scenarioEvent("batch-2", -5000), // an overdraft: refused, its neighbours go on
@@ -236,7 +236,7 @@ func playBatch(t *testing.T, p *player) {
 }
 
 func playTiers(t *testing.T, p *player) {
-	p.start(workflows.Options{})
+	p.start(rewards.Options{})
 	for i, pts := range []int64{300, 300, 500, -900} {
 		if _, err := p.update(scenarioEvent(fmt.Sprint("tier-", i), pts)); err != nil {
 			t.Fatal(err)
@@ -246,14 +246,14 @@ func playTiers(t *testing.T, p *player) {
 		t.Fatal("an overdraft was accepted")
 	}
 	p.signal(scenarioEvent("tier-zero", 0))
-	if st := p.status(); st.Points != 200 || st.Tier != workflows.TierBasic {
+	if st := p.status(); st.Points != 200 || st.Tier != rewards.TierBasic {
 		t.Fatalf("status %+v", st)
 	}
 	p.unenrollAndWait()
 }
 
 func playUnenrollBurst(t *testing.T, p *player) {
-	p.start(workflows.Options{EventsPerRun: 5})
+	p.start(rewards.Options{EventsPerRun: 5})
 	for i := range 12 {
 		p.signal(scenarioEvent(fmt.Sprint("burst-", i), 1))
 	}
@@ -268,11 +268,11 @@ func playUnenrollBurst(t *testing.T, p *player) {
 // re-enrolls the customer; a
 // payload of the wrong type is refused without harm on the way.
 func playReenroll(t *testing.T, p *player) {
-	p.start(workflows.Options{})
+	p.start(rewards.Options{})
 	if _, err := p.update(scenarioEvent("re-1", 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", workflows.SignalAddPoints,
+	if err := p.c.SignalWorkflow(p.ctx, p.workflowID(), "", rewards.SignalAddPoints,
 		map[string]any{"dedup_key": "re-bad", "points": "5"}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +280,8 @@ func playReenroll(t *testing.T, p *player) {
 		t.Fatalf("first entity ended with %+v, want 10 points", st)
 	}
 	p.capture()
-	if _, err := p.update(scenarioEvent("re-1", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
-		t.Fatalf("retry after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
+	if _, err := p.update(scenarioEvent("re-1", 10)); !isRefusal(err, rewards.ErrNotEnrolled) {
+		t.Fatalf("retry after the unenrollment: %v, want %s", err, rewards.ErrNotEnrolled)
 	}
 	if st, err := p.wait(); err != nil || st.Enrolled || st.Points != 10 || st.EventCount != 1 || st.DedupKeys != 0 {
 		t.Fatalf("the refusing run ended with %+v, %v; want nothing applied and the balance left (10)", st, err)
@@ -303,7 +303,7 @@ func playReenroll(t *testing.T, p *player) {
 // changes, an unenrollment that stays final for it and a re-enrollment:
 // every run carries the tenant, and so does every fact it records.
 func playTenant(t *testing.T, p *player) {
-	p.start(workflows.Options{EventsPerRun: 4})
+	p.start(rewards.Options{EventsPerRun: 4})
 	want := int64(0)
 	// Signals and updates alternate, an update last, so that the status
 	// below has seen every event; the redemption is an update covered by
@@ -336,8 +336,8 @@ func playTenant(t *testing.T, p *player) {
 		t.Fatalf("final %+v, want tenant %s unenrolled with %d points", st, p.tenant, want)
 	}
 	p.capture()
-	if _, err := p.update(scenarioEvent("tn-late", 10)); !isRefusal(err, workflows.ErrNotEnrolled) {
-		t.Fatalf("event after the unenrollment: %v, want %s", err, workflows.ErrNotEnrolled)
+	if _, err := p.update(scenarioEvent("tn-late", 10)); !isRefusal(err, rewards.ErrNotEnrolled) {
+		t.Fatalf("event after the unenrollment: %v, want %s", err, rewards.ErrNotEnrolled)
 	}
 	if _, err := p.wait(); err != nil {
 		t.Fatal(err)
@@ -354,8 +354,8 @@ func playTenant(t *testing.T, p *player) {
 
 // scenarioEvent is a purchase event with a dedup key, as the recorded
 // scenarios send it.
-func scenarioEvent(key string, points int64) workflows.PointEvent {
-	return workflows.PointEvent{
+func scenarioEvent(key string, points int64) rewards.PointEvent {
+	return rewards.PointEvent{
 		DedupKey: key, Activity: "purchase", Points: points, SourceID: "order-" + key,
 		OccurredAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
 	}

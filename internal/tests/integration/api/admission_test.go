@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // A burst of 60 concurrent commands to one customer, more than the default
@@ -33,7 +33,7 @@ func TestBurstToOneCustomerIsAnsweredInFull(t *testing.T) {
 		t.Fatalf("first command: %d %s", r.status, r.body)
 	}
 
-	results := make([]workflows.PointsResult, burst)
+	results := make([]rewards.PointsResult, burst)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 1; i <= burst; i++ {
@@ -44,7 +44,7 @@ func TestBurstToOneCustomerIsAnsweredInFull(t *testing.T) {
 				t.Errorf("command %d: %d %s", i, r.status, r.body)
 				return
 			}
-			results[i-1] = decode[workflows.PointsResult](t, r)
+			results[i-1] = decode[rewards.PointsResult](t, r)
 		})
 	}
 	close(start)
@@ -67,7 +67,7 @@ func TestBurstToOneCustomerIsAnsweredInFull(t *testing.T) {
 	if got := counter(t, s, "rejected"); got != 0 {
 		t.Fatalf("entity_admission_total{outcome=rejected} = %v, want 0", got)
 	}
-	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-burst", "", nil))
+	st := decode[rewards.Status](t, s.do("GET", "/v1/customers/c-burst", "", nil))
 	if st.Points != (burst+1)*points || st.EventCount != burst+1 {
 		t.Fatalf("status %+v, want %d points from %d events", st, (burst+1)*points, burst+1)
 	}

@@ -25,7 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	platformact "github.com/entityflow/entityflow/activities/platform"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
@@ -43,7 +44,8 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func quietLogger(t testing.TB) *slog.Logger {
@@ -98,7 +100,7 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 	if !cfg.noRewardsWorker {
 		s.startRewardsWorker()
 	}
-	pw := platformworker.New(c, &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}, worker.Options{})
+	pw := platformworker.New(c, &platformact.Platform{Store: st, Temporal: c, Handlers: platformact.DefaultTaskHandlers()}, worker.Options{})
 	if err := pw.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 // startRewardsWorker starts polling the rewards task queue until the test ends.
 func (s *stack) startRewardsWorker() {
 	s.t.Helper()
-	w := rewardsworker.New(s.c, "default", activities.StoreRecorder{Store: s.store}, worker.Options{})
+	w := rewardsworker.New(s.c, "default", rewardsact.StoreRecorder{Store: s.store}, worker.Options{})
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestPointsIdempotencyRules(t *testing.T) {
 	if first.status != http.StatusOK || first.replayed {
 		t.Fatalf("first: %d %s", first.status, first.body)
 	}
-	res := decode[workflows.PointsResult](t, first)
+	res := decode[rewards.PointsResult](t, first)
 	if !res.Applied || res.Points != 25 {
 		t.Fatalf("first result %+v", res)
 	}
@@ -260,7 +262,7 @@ func TestPointsIdempotencyRules(t *testing.T) {
 	if r := s.do("POST", path, "k-3", map[string]any{"points": -1000}); r.status != over.status || !r.replayed {
 		t.Fatalf("overdraft again: %d replayed=%v", r.status, r.replayed)
 	}
-	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-rules", "", nil))
+	st := decode[rewards.Status](t, s.do("GET", "/v1/customers/c-rules", "", nil))
 	if st.Points != 25 || st.EventCount != 1 {
 		t.Fatalf("status %+v, want 25 points from one event", st)
 	}
@@ -318,7 +320,7 @@ func TestHundredConcurrentRetriesApplyOnce(t *testing.T) {
 					t.Fatalf("request %d got %s, request 0 got %s", i, b, bodies[0])
 				}
 			}
-			st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-hundred", "", nil))
+			st := decode[rewards.Status](t, s.do("GET", "/v1/customers/c-hundred", "", nil))
 			if st.Points != 40 || st.EventCount != 1 {
 				t.Fatalf("status %+v, want 40 points from one event", st)
 			}
@@ -370,7 +372,7 @@ func TestRedisFlushMidTrafficDoesNotDoubleApply(t *testing.T) {
 	}
 	close(jobs)
 	done.Wait()
-	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-flush", "", nil))
+	st := decode[rewards.Status](t, s.do("GET", "/v1/customers/c-flush", "", nil))
 	if st.Points != events*10 || st.EventCount != events {
 		t.Fatalf("status %+v after the flush and a full resend, want %d points from %d events", st, events*10, events)
 	}
@@ -410,7 +412,7 @@ func TestAdmissionRunbook(t *testing.T) {
 		t.Fatalf("the same key after the run finished: %d replayed=%v %s", later.status, later.replayed, later.body)
 	}
 	run := decode[map[string]any](t, later)
-	if run["workflow_id"] != workflows.ManualRunWorkflowID(id, "run-K") || run["run_id"] == started["run_id"] {
+	if run["workflow_id"] != platformwf.ManualRunWorkflowID(id, "run-K") || run["run_id"] == started["run_id"] {
 		t.Fatalf("second run %v, want a new run under key run-K", run)
 	}
 	if r := s.do("GET", "/v1/runs/"+run["run_id"].(string), "", nil); r.status != http.StatusOK {
@@ -441,7 +443,7 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 	started := decode[map[string]any](t, first)
 	ctx := context.Background()
 	runID := started["run_id"].(string)
-	waitRow := func(status workflows.RunStatus) {
+	waitRow := func(status platformwf.RunStatus) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			run, _, err := s.store.GetRun(ctx, runID)
@@ -454,7 +456,7 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	waitRow(workflows.StatusRunning)
+	waitRow(platformwf.StatusRunning)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if n, err := s.store.CountTasks(ctx, runID); err == nil && n == 1 {
 			break
@@ -471,9 +473,9 @@ func TestAdmissionRepairsTerminatedRuns(t *testing.T) {
 	if second.status != http.StatusAccepted {
 		t.Fatalf("a run after the first was terminated: %d %s", second.status, second.body)
 	}
-	waitRow(workflows.StatusFailed)
+	waitRow(platformwf.StatusFailed)
 	_, tasks, err := s.store.GetRun(ctx, runID)
-	if err != nil || len(tasks) != 1 || tasks[0].Status != workflows.StatusFailed {
+	if err != nil || len(tasks) != 1 || tasks[0].Status != platformwf.StatusFailed {
 		t.Fatalf("task rows %+v (%v), want the terminated run's one task failed", tasks, err)
 	}
 }
@@ -490,7 +492,7 @@ func TestUnenrollTwice(t *testing.T) {
 			t.Fatalf("unenroll with key %s: %d %s", key, r.status, r.body)
 		}
 		ctx := context.Background()
-		if err := s.c.GetWorkflow(ctx, workflows.RewardsWorkflowID("c-leaving"), "").Get(ctx, nil); err != nil {
+		if err := s.c.GetWorkflow(ctx, rewards.RewardsWorkflowID("c-leaving"), "").Get(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -556,10 +558,10 @@ func TestPointsOutcomeUnknownThenRetryAppliesOnce(t *testing.T) {
 	if retry.status != http.StatusOK || retry.replayed {
 		t.Fatalf("retry with the same key: %d replayed=%v %s", retry.status, retry.replayed, retry.body)
 	}
-	if res := decode[workflows.PointsResult](t, retry); res.Points != 25 {
+	if res := decode[rewards.PointsResult](t, retry); res.Points != 25 {
 		t.Fatalf("retry result %+v, want 25 points", res)
 	}
-	st := decode[workflows.Status](t, s.do("GET", "/v1/customers/c-stalled", "", nil))
+	st := decode[rewards.Status](t, s.do("GET", "/v1/customers/c-stalled", "", nil))
 	if st.Points != 25 || st.EventCount != 1 {
 		t.Fatalf("status %+v, want 25 points from one event", st)
 	}
@@ -578,7 +580,7 @@ func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
 		t.Fatalf("unenroll: %d %s", r.status, r.body)
 	}
 	ctx := context.Background()
-	if err := s.c.GetWorkflow(ctx, workflows.RewardsWorkflowID("c-final"), "").Get(ctx, nil); err != nil {
+	if err := s.c.GetWorkflow(ctx, rewards.RewardsWorkflowID("c-final"), "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	r := s.do("POST", base+"/points", "p-2", map[string]any{"points": 5})
@@ -588,13 +590,13 @@ func TestUnenrolledCustomerIsRefusedUntilEnrolled(t *testing.T) {
 	}
 	for _, key := range []string{"e-1", "e-2"} {
 		r := s.untilDone("POST", base+"/enroll", key, nil)
-		st := decode[workflows.Status](t, r)
+		st := decode[rewards.Status](t, r)
 		if r.status != http.StatusOK || !st.Enrolled || st.Points != 0 {
 			t.Fatalf("enroll with key %s: %d %s", key, r.status, r.body)
 		}
 	}
 	r = s.do("POST", base+"/points", "p-3", map[string]any{"points": 7})
-	if res := decode[workflows.PointsResult](t, r); r.status != http.StatusOK || res.Points != 7 {
+	if res := decode[rewards.PointsResult](t, r); r.status != http.StatusOK || res.Points != 7 {
 		t.Fatalf("points after re-enrollment: %d %s", r.status, r.body)
 	}
 }
@@ -618,15 +620,15 @@ func TestUnenrolledCustomerStatusKeepsTheBalance(t *testing.T) {
 		t.Fatalf("unenroll: %d %s", r.status, r.body)
 	}
 	ctx := context.Background()
-	id := workflows.RewardsWorkflowID(customer)
+	id := rewards.RewardsWorkflowID(customer)
 	if err := s.c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	left := func(when string) {
 		t.Helper()
 		r := s.do("GET", base, "", nil)
-		st := decode[workflows.Status](t, r)
-		if r.status != http.StatusOK || st.Enrolled || st.Points != 65 || st.LifetimePoints != 65 || st.EventCount != 2 || st.Tier != workflows.TierBasic {
+		st := decode[rewards.Status](t, r)
+		if r.status != http.StatusOK || st.Enrolled || st.Points != 65 || st.LifetimePoints != 65 || st.EventCount != 2 || st.Tier != rewards.TierBasic {
 			t.Fatalf("status %s: %d %s; want 65 points, 2 events, not enrolled", when, r.status, r.body)
 		}
 	}
@@ -641,11 +643,11 @@ func TestUnenrolledCustomerStatusKeepsTheBalance(t *testing.T) {
 	left("after a refused command ran and ended")
 
 	r := s.untilDone("POST", base+"/enroll", "e-1", nil)
-	if st := decode[workflows.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 {
+	if st := decode[rewards.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 {
 		t.Fatalf("enroll: %d %s", r.status, r.body)
 	}
 	r = s.do("GET", base, "", nil)
-	if st := decode[workflows.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 || st.EventCount != 0 {
+	if st := decode[rewards.Status](t, r); r.status != http.StatusOK || !st.Enrolled || st.Points != 0 || st.EventCount != 0 {
 		t.Fatalf("status after re-enrollment: %d %s", r.status, r.body)
 	}
 }

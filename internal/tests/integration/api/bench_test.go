@@ -21,7 +21,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // BenchmarkPointsAPI measures the requests per second POST
@@ -74,7 +74,7 @@ func BenchmarkPointsAPI(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				n := seq.Add(1)
-				ev := workflows.PointEvent{DedupKey: fmt.Sprint("k-", n), Points: 1, SourceID: fmt.Sprint("o-", n)}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprint("k-", n), Points: 1, SourceID: fmt.Sprint("o-", n)}
 				if _, err := rc.ApplyPoints(context.Background(), customer(n), ev); err != nil {
 					b.Error(err)
 					return

@@ -11,7 +11,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Three tenants with a customer of the same ID, end to end on a dev server
@@ -44,14 +44,14 @@ func TestTenantsHaveCustomersOfTheirOwn(t *testing.T) {
 		if r.status != http.StatusOK || r.replayed {
 			t.Fatalf("%s: points with the key the others use: %d replayed=%v %s", tt.tenant, r.status, r.replayed, r.body)
 		}
-		if res := decode[workflows.PointsResult](t, r); !res.Applied || res.Duplicate || res.Points != tt.points {
+		if res := decode[rewards.PointsResult](t, r); !res.Applied || res.Duplicate || res.Points != tt.points {
 			t.Fatalf("%s: %+v, want %d points applied as new", tt.tenant, res, tt.points)
 		}
 	}
 	for _, tt := range tenants {
-		st := decode[workflows.Status](t, s.doAs(tt.tenant, "GET", path, "", nil))
-		if st.TenantID != tt.statusTenant || st.CustomerID != "c-1" || st.Points != tt.points || st.EventCount != 1 || st.Release != workflows.RewardsRelease {
-			t.Errorf("%s: status %+v, want tenant %q with %d points from one event, release %d", tt.tenant, st, tt.statusTenant, tt.points, workflows.RewardsRelease)
+		st := decode[rewards.Status](t, s.doAs(tt.tenant, "GET", path, "", nil))
+		if st.TenantID != tt.statusTenant || st.CustomerID != "c-1" || st.Points != tt.points || st.EventCount != 1 || st.Release != rewards.RewardsRelease {
+			t.Errorf("%s: status %+v, want tenant %q with %d points from one event, release %d", tt.tenant, st, tt.statusTenant, tt.points, rewards.RewardsRelease)
 		}
 		if _, err := s.c.DescribeWorkflowExecution(ctx, tt.workflowID, ""); err != nil {
 			t.Errorf("%s: entity %s: %v", tt.tenant, tt.workflowID, err)
@@ -83,7 +83,7 @@ func TestTenantsHaveCustomersOfTheirOwn(t *testing.T) {
 	}
 	for _, tt := range tenants[1:] {
 		r := s.doAs(tt.tenant, "POST", path+"/points", "k-after", map[string]any{"points": 5})
-		if res := decode[workflows.PointsResult](t, r); r.status != http.StatusOK || res.Points != tt.points+5 {
+		if res := decode[rewards.PointsResult](t, r); r.status != http.StatusOK || res.Points != tt.points+5 {
 			t.Errorf("%s after t-a's unenrollment: %d %s, want %d points", tt.tenant, r.status, r.body, tt.points+5)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // benchCustomers is how many entities the benchmark's events go to.
@@ -33,11 +33,11 @@ func BenchmarkIngress(b *testing.B) {
 	run := fmt.Sprint(time.Now().UnixNano())
 	var round int
 	// events returns b.N new events, each with the customer it goes to.
-	events := func(b *testing.B) (customers []int, evs []workflows.PointEvent) {
+	events := func(b *testing.B) (customers []int, evs []rewards.PointEvent) {
 		round++
 		for i := range b.N {
 			customers = append(customers, i%benchCustomers)
-			evs = append(evs, workflows.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)})
+			evs = append(evs, rewards.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)})
 		}
 		return customers, evs
 	}
@@ -47,7 +47,7 @@ func BenchmarkIngress(b *testing.B) {
 	var wg sync.WaitGroup
 	for c := range benchCustomers {
 		wg.Go(func() {
-			if _, err := e.rewards.ApplyPoints(context.Background(), customer(c), workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+			if _, err := e.rewards.ApplyPoints(context.Background(), customer(c), rewards.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
 				b.Error(err)
 			}
 		})
@@ -109,13 +109,13 @@ func BenchmarkIngressHotCustomer(b *testing.B) {
 			e := newEnv(b)
 			e.cfg.Workers, e.cfg.MaxPerCustomer = 0, perCustomer
 			customer := fmt.Sprintf("hot-%d", time.Now().UnixNano())
-			if _, err := e.rewards.ApplyPoints(context.Background(), customer, workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+			if _, err := e.rewards.ApplyPoints(context.Background(), customer, rewards.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
 				b.Fatal(err)
 			}
 			e.startOn(e.js, nil)() // creates the streams and the durable consumer
 			msgs := make([]message, b.N)
 			for i := range msgs {
-				ev := workflows.PointEvent{DedupKey: fmt.Sprint("e-", i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprint("e-", i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
 				msgs[i] = message{subject: ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer), body: mustJSON(b, ev)}
 			}
 			reg, stop := applyAll(b, e, msgs)
@@ -163,7 +163,7 @@ func BenchmarkIngressHotCustomerOpenLoop(b *testing.B) {
 	e := newEnv(b)
 	e.cfg.Workers, e.cfg.MaxPerCustomer = 0, 0 // the defaults
 	customer := fmt.Sprintf("hot-open-%d", time.Now().UnixNano())
-	if _, err := e.rewards.ApplyPoints(context.Background(), customer, workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+	if _, err := e.rewards.ApplyPoints(context.Background(), customer, rewards.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -177,7 +177,7 @@ func BenchmarkIngressHotCustomerOpenLoop(b *testing.B) {
 	for sent := 0; sent < b.N; {
 		<-t.C
 		for i := 0; i < perTick && sent < b.N; i++ {
-			ev := workflows.PointEvent{DedupKey: fmt.Sprint("e-", sent), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(sent)}
+			ev := rewards.PointEvent{DedupKey: fmt.Sprint("e-", sent), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(sent)}
 			nm := nats.NewMsg(subject)
 			nm.Data = mustJSON(b, ev)
 			if _, err := e.js.PublishMsgAsync(nm); err != nil {

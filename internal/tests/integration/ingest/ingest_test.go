@@ -26,7 +26,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	platformact "github.com/entityflow/entityflow/activities/platform"
+	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/platform"
@@ -38,7 +39,8 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func quietLogger(t testing.TB) *slog.Logger {
@@ -118,8 +120,8 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	rw := rewardsworker.New(c, "default", activities.StoreRecorder{Store: st}, worker.Options{})
-	pw := platformworker.New(c, &activities.Platform{Store: st, Temporal: c, Handlers: activities.DefaultTaskHandlers()}, worker.Options{})
+	rw := rewardsworker.New(c, "default", rewardsact.StoreRecorder{Store: st}, worker.Options{})
+	pw := platformworker.New(c, &platformact.Platform{Store: st, Temporal: c, Handlers: platformact.DefaultTaskHandlers()}, worker.Options{})
 	for _, w := range []worker.Worker{rw, pw} {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
@@ -371,13 +373,13 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 	}
 	// A customer who unenrolled before the stream reaches them.
 	gone := e.rewards.For("default")
-	if _, err := gone.ApplyPoints(ctx, "gone", workflows.PointEvent{DedupKey: "g-1", Points: 5}); err != nil {
+	if _, err := gone.ApplyPoints(ctx, "gone", rewards.PointEvent{DedupKey: "g-1", Points: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := gone.Unenroll(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.GetWorkflow(ctx, workflows.RewardsWorkflowID("gone"), "").Get(ctx, nil); err != nil {
+	if err := e.c.GetWorkflow(ctx, rewards.RewardsWorkflowID("gone"), "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -400,7 +402,7 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 	for i := range eventsPerCustomer {
 		for c := range customers {
 			n := i*customers + c
-			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%7 + 1), SourceID: fmt.Sprint(n)}
+			ev := rewards.PointEvent{Activity: "purchase", Points: int64(n%7 + 1), SourceID: fmt.Sprint(n)}
 			sums[c] += ev.Points
 			var ids [2]string
 			switch n % 3 {
@@ -416,7 +418,7 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 		}
 	}
 	for c := range customers { // redeem everything: refused unless every earlier event came first
-		ev := workflows.PointEvent{DedupKey: "redeem-" + customer(c), Activity: "redeem", Points: -sums[c]}
+		ev := rewards.PointEvent{DedupKey: "redeem-" + customer(c), Activity: "redeem", Points: -sums[c]}
 		points = append(points, copyOf{ingress.PointsSubject(e.cfg.PointsPrefix, tenantOf(c), customer(c)), mustJSON(t, ev), [2]string{}})
 	}
 	var events []copyOf
@@ -542,7 +544,7 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 			return false, fmt.Errorf("%d run rows, want %d", len(runs), envelopes)
 		}
 		for _, r := range runs {
-			if r.Status != workflows.StatusSucceeded {
+			if r.Status != platformwf.StatusSucceeded {
 				return false, nil
 			}
 		}
@@ -660,7 +662,7 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 	for i := range perCustomer {
 		for c := range custs {
 			n := i*custs + c
-			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%5 + 1), SourceID: fmt.Sprint(n)}
+			ev := rewards.PointEvent{Activity: "purchase", Points: int64(n%5 + 1), SourceID: fmt.Sprint(n)}
 			sums[c] += ev.Points
 			if n%4 != 3 {
 				ev.DedupKey = fmt.Sprintf("k-%d", n)

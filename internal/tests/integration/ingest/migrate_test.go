@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // A points stream of an earlier release (no subject transform, one durable
@@ -41,8 +41,8 @@ func TestIngressPartitionsAnEarlierStream(t *testing.T) {
 	}
 	const custs, before, after = 4, 10, 10
 	customer := func(c int) string { return fmt.Sprintf("m-%d", c) }
-	event := func(c, i int) workflows.PointEvent {
-		return workflows.PointEvent{DedupKey: fmt.Sprintf("%d-%d", c, i), Activity: "purchase", Points: int64(i + 1), SourceID: fmt.Sprint(i)}
+	event := func(c, i int) rewards.PointEvent {
+		return rewards.PointEvent{DedupKey: fmt.Sprintf("%d-%d", c, i), Activity: "purchase", Points: int64(i + 1), SourceID: fmt.Sprint(i)}
 	}
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -58,7 +58,7 @@ func TestIngressPartitionsAnEarlierStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for m := range batch.Messages() {
-		var ev workflows.PointEvent
+		var ev rewards.PointEvent
 		if err := json.Unmarshal(m.Data(), &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestIngressPartitionsAnEarlierStream(t *testing.T) {
 		for i := range before + after {
 			sum += event(c, i).Points
 		}
-		ev := workflows.PointEvent{DedupKey: fmt.Sprintf("%d-redeem", c), Activity: "redeem", Points: -sum, SourceID: "redeem"}
+		ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%d-redeem", c), Activity: "redeem", Points: -sum, SourceID: "redeem"}
 		e.publish(ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(c)), mustJSON(t, ev), "")
 	}
 	want := (before+after+1)*custs - 3*custs
@@ -103,7 +103,7 @@ func TestIngressPartitionsAnEarlierStream(t *testing.T) {
 		if st.Points != 0 || st.EventCount != int64(before+after+1) {
 			t.Errorf("%s: %d points, %d events; want 0, %d", customer(c), st.Points, st.EventCount, before+after+1)
 		}
-		if got := appliedSources(t, ctx, e.c, workflows.RewardsWorkflowID(customer(c))); !slices.Equal(got, order) {
+		if got := appliedSources(t, ctx, e.c, rewards.RewardsWorkflowID(customer(c))); !slices.Equal(got, order) {
 			t.Errorf("%s: applied in the order %v, want %v", customer(c), got, order)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // outageDuration is the Temporal outage of TestIngressTemporalOutage:
@@ -104,7 +104,7 @@ func TestIngressTemporalOutage(t *testing.T) {
 	proxy.setDown(true)
 	began := time.Now()
 	for i := range queued + 1 {
-		ev := workflows.PointEvent{DedupKey: fmt.Sprintf("o-%02d", i), Activity: "purchase", Points: int64(i + 1)}
+		ev := rewards.PointEvent{DedupKey: fmt.Sprintf("o-%02d", i), Activity: "purchase", Points: int64(i + 1)}
 		if i%2 == 1 {
 			ev.Activity, ev.Points = "redeem", -int64(i)
 		} else {
@@ -138,7 +138,7 @@ func TestIngressTemporalOutage(t *testing.T) {
 	if st.EventCount != queued+1 || st.LifetimePoints != lifetime || st.Points != queued+1 {
 		t.Errorf("entity: %d events, %d lifetime points, %d points; want %d, %d, %d", st.EventCount, st.LifetimePoints, st.Points, queued+1, lifetime, queued+1)
 	}
-	if got := appliedOrder(t, e.c, workflows.RewardsWorkflowID(customer)); !slices.Equal(got, keys) {
+	if got := appliedOrder(t, e.c, rewards.RewardsWorkflowID(customer)); !slices.Equal(got, keys) {
 		t.Errorf("applied in the order %v, want %v", got, keys)
 	}
 	if dl := e.deadLetters(); len(dl) != 0 {

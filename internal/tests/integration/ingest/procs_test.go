@@ -22,7 +22,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // proc is a worker process the test started; it dies with the test binary.
@@ -120,7 +120,7 @@ func newFleet(t testing.TB, e *env, srv *testsuite.DevServer, extra ...string) *
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
 	startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
-		"-metrics-addr", "off", "-task-queues", workflows.RewardsTaskQueue)
+		"-metrics-addr", "off", "-task-queues", rewards.RewardsTaskQueue)
 	return ingressFleet(t, e, srv, bin, extra...)
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // A tenant over its quota (-ingest-tenant-rates) is slowed while another
@@ -44,7 +44,7 @@ func TestIngressTenantQuota(t *testing.T) {
 	publish := func(tenant string, cs []string, each int) {
 		for i := range each {
 			for _, c := range cs {
-				ev := workflows.PointEvent{DedupKey: fmt.Sprintf("%s-%02d", c, i), Activity: "purchase", Points: 1}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%02d", c, i), Activity: "purchase", Points: 1}
 				keys[c] = append(keys[c], ev.DedupKey)
 				e.publish(ingress.PointsSubject(e.cfg.PointsPrefix, tenant, c), mustJSON(t, ev), ev.DedupKey)
 			}
@@ -91,7 +91,7 @@ func TestIngressTenantQuota(t *testing.T) {
 	})
 	t.Logf("noisy tenant done after %v", time.Since(began).Round(time.Millisecond))
 	for _, c := range noisyCs {
-		if got := appliedOrder(t, e.c, workflows.RewardsWorkflowIDFor(noisy, c)); !slices.Equal(got, keys[c]) {
+		if got := appliedOrder(t, e.c, rewards.RewardsWorkflowIDFor(noisy, c)); !slices.Equal(got, keys[c]) {
 			t.Errorf("%s applied in the order %v, want %v", c, got, keys[c])
 		}
 	}

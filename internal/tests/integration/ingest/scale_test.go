@@ -10,7 +10,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // Two ingress processes share the points stream while the workload (the
@@ -82,7 +82,7 @@ func BenchmarkIngressProcesses(b *testing.B) {
 	run := fmt.Sprint(time.Now().UnixNano())
 	customer := func(c int) string { return fmt.Sprintf("bench-%s-%d", run, c) }
 	for c := range benchCustomers {
-		if _, err := rc.ApplyPoints(context.Background(), customer(c), workflows.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
+		if _, err := rc.ApplyPoints(context.Background(), customer(c), rewards.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -107,7 +107,7 @@ func BenchmarkIngressProcesses(b *testing.B) {
 			})
 			msgs := make([]message, b.N)
 			for i := range b.N {
-				ev := workflows.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
+				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
 				msgs[i] = message{subject: ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(i%benchCustomers)), body: mustJSON(b, ev)}
 			}
 			b.ResetTimer()

@@ -30,7 +30,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // The committed configuration of a secured bus (docs/security.md, "Securing
@@ -455,7 +455,7 @@ func TestSecureBusIngressCredentialKinds(t *testing.T) {
 			runIngressOn(t, e, js)
 			_, pub, _ := publisher(t, url, p, pubOpts...)
 			customer := fmt.Sprintf("secure-%d", i)
-			ev := workflows.PointEvent{DedupKey: "s-1", Activity: "purchase", Points: 7}
+			ev := rewards.PointEvent{DedupKey: "s-1", Activity: "purchase", Points: 7}
 			if _, err := pub.Publish(ctx, ingress.PointsSubject(ingress.DefaultPointsPrefix, "t-1", customer), mustJSON(t, ev)); err != nil {
 				t.Fatalf("the publisher: %v", err)
 			}

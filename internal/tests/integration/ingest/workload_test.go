@@ -19,7 +19,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // message is one point event of a workload, published once or twice.
@@ -91,7 +91,7 @@ func newWorkload(t testing.TB, prefix string, perCustomer int) *workload {
 	for i := range perCustomer - 1 {
 		for c := range mixCustomers {
 			n := i*mixCustomers + c
-			ev := workflows.PointEvent{Activity: "purchase", Points: int64(n%9 + 1), SourceID: strconv.Itoa(n)}
+			ev := rewards.PointEvent{Activity: "purchase", Points: int64(n%9 + 1), SourceID: strconv.Itoa(n)}
 			w.customers[c].sum += ev.Points
 			w.customers[c].events = append(w.customers[c].events, ev.SourceID)
 			m := message{subject: subject(c)}
@@ -112,7 +112,7 @@ func newWorkload(t testing.TB, prefix string, perCustomer int) *workload {
 	}
 	for c := range mixCustomers { // redeem everything: refused unless every earlier event came first
 		cu := &w.customers[c]
-		ev := workflows.PointEvent{DedupKey: "redeem-" + cu.id, Activity: "redeem", Points: -cu.sum, SourceID: "redeem-" + cu.id}
+		ev := rewards.PointEvent{DedupKey: "redeem-" + cu.id, Activity: "redeem", Points: -cu.sum, SourceID: "redeem-" + cu.id}
 		cu.events = append(cu.events, ev.SourceID)
 		msgs = append(msgs, message{subject: subject(c), body: mustJSON(t, ev)})
 	}
@@ -122,7 +122,7 @@ func newWorkload(t testing.TB, prefix string, perCustomer int) *workload {
 	every := len(msgs) / soloEvents
 	for i := range soloEvents {
 		k := int64(i/2 + 1)
-		ev := workflows.PointEvent{DedupKey: fmt.Sprintf("solo-%d", i), Activity: "purchase", Points: k, SourceID: fmt.Sprintf("solo-%d", i)}
+		ev := rewards.PointEvent{DedupKey: fmt.Sprintf("solo-%d", i), Activity: "purchase", Points: k, SourceID: fmt.Sprintf("solo-%d", i)}
 		if i%2 == 1 {
 			ev.Activity, ev.Points = "redeem", -k
 		} else {
@@ -161,13 +161,13 @@ func (w *workload) total() int { return len(w.first) + len(w.second) + len(w.poi
 func unenrollGone(t testing.TB, ctx context.Context, c client.Client, rc *rewardsclient.Client) {
 	t.Helper()
 	gone := rc.For("default")
-	if _, err := gone.ApplyPoints(ctx, "gone", workflows.PointEvent{DedupKey: "g-1", Points: 5}); err != nil {
+	if _, err := gone.ApplyPoints(ctx, "gone", rewards.PointEvent{DedupKey: "g-1", Points: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := gone.Unenroll(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.GetWorkflow(ctx, workflows.RewardsWorkflowID("gone"), "").Get(ctx, nil); err != nil {
+	if err := c.GetWorkflow(ctx, rewards.RewardsWorkflowID("gone"), "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -260,14 +260,14 @@ func (w *workload) check(t *testing.T, ctx context.Context, e *env, c client.Cli
 			t.Errorf("%s/%s: points %d, lifetime %d, events %d; want %d, %d, %d",
 				cu.tenant, cu.id, st.Points, st.LifetimePoints, st.EventCount, cu.balance, cu.sum, len(cu.events))
 		}
-		applied := appliedSources(t, ctx, c, workflows.RewardsWorkflowIDFor(cu.tenant, cu.id))
+		applied := appliedSources(t, ctx, c, rewards.RewardsWorkflowIDFor(cu.tenant, cu.id))
 		if !slices.Equal(applied, cu.events) {
 			outOfOrder++
 			if outOfOrder <= 3 {
 				t.Errorf("%s/%s: events applied in the order %v, want %v", cu.tenant, cu.id, applied, cu.events)
 			}
 			if outOfOrder == 1 {
-				logUpdates(t, ctx, c, workflows.RewardsWorkflowIDFor(cu.tenant, cu.id))
+				logUpdates(t, ctx, c, rewards.RewardsWorkflowIDFor(cu.tenant, cu.id))
 			}
 		}
 	}
@@ -372,19 +372,19 @@ func appliedSources(t testing.TB, ctx context.Context, c client.Client, workflow
 
 // acceptedEvents returns the point events of an accepted apply-points or
 // apply-points-batch update, in order; ok is false for any other event.
-func acceptedEvents(t testing.TB, a *historypb.WorkflowExecutionUpdateAcceptedEventAttributes) (events []workflows.PointEvent, ok bool) {
+func acceptedEvents(t testing.TB, a *historypb.WorkflowExecutionUpdateAcceptedEventAttributes) (events []rewards.PointEvent, ok bool) {
 	t.Helper()
 	input := a.GetAcceptedRequest().GetInput()
 	dc := converter.GetDefaultDataConverter()
 	switch input.GetName() {
-	case workflows.UpdateApplyPoints:
-		var pe workflows.PointEvent
+	case rewards.UpdateApplyPoints:
+		var pe rewards.PointEvent
 		if err := dc.FromPayloads(input.GetArgs(), &pe); err != nil {
 			t.Fatalf("apply-points input: %v", err)
 		}
-		return []workflows.PointEvent{pe}, true
-	case workflows.UpdateApplyPointsBatch:
-		var b workflows.PointEventBatch
+		return []rewards.PointEvent{pe}, true
+	case rewards.UpdateApplyPointsBatch:
+		var b rewards.PointEventBatch
 		if err := dc.FromPayloads(input.GetArgs(), &b); err != nil {
 			t.Fatalf("apply-points-batch input: %v", err)
 		}
@@ -396,7 +396,7 @@ func acceptedEvents(t testing.TB, a *historypb.WorkflowExecutionUpdateAcceptedEv
 // batchRefusals returns, for a completed apply-points-batch update's
 // result, which of its events were refused; nil for any other result.
 func batchRefusals(result *commonpb.Payloads) []bool {
-	var res workflows.BatchResult
+	var res rewards.BatchResult
 	if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil || res.Results == nil {
 		return nil
 	}

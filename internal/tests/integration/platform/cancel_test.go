@@ -11,7 +11,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // cancelWhileRetrying waits until activity has failed at least twice in
@@ -45,14 +45,14 @@ func TestRunCancelledWhileLoggingEndsFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.cancelWhileRetrying(ctx, started.WorkflowID, workflows.ActivityLogRun)
+	o.cancelWhileRetrying(ctx, started.WorkflowID, platform.ActivityLogRun)
 	o.recordIfAsked(started.WorkflowID, "run-cancelled-while-logging")
 
 	run, tasks, err := o.store.GetRun(ctx, started.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != workflows.StatusFailed || !strings.Contains(run.Error, "cancelled") || len(tasks) != 0 {
+	if run.Status != platform.StatusFailed || !strings.Contains(run.Error, "cancelled") || len(tasks) != 0 {
 		t.Fatalf("run row %s (%q) with %d task rows, want failed as cancelled and no tasks", run.Status, run.Error, len(tasks))
 	}
 }
@@ -62,29 +62,29 @@ func TestRunCancelledWhileLoggingEndsFailed(t *testing.T) {
 func TestTaskCancelledWhileLoggingEndsFailed(t *testing.T) {
 	o := newOutage(t)
 	ctx := background(t)
-	runWorkflowID := workflows.EventRunWorkflowID("a-cancel", "evt-cancel")
-	runID := workflows.RunID(runWorkflowID)
-	if _, err := o.store.LogRun(ctx, store.Run{RunRecord: workflows.RunRecord{RunID: runID, WorkflowID: runWorkflowID, ActivityID: "a-cancel", TenantID: "t-1", TriggerType: contracts.TriggerEvent, EventID: "evt-cancel"}, Status: workflows.StatusRunning}); err != nil {
+	runWorkflowID := platform.EventRunWorkflowID("a-cancel", "evt-cancel")
+	runID := platform.RunID(runWorkflowID)
+	if _, err := o.store.LogRun(ctx, store.Run{RunRecord: platform.RunRecord{RunID: runID, WorkflowID: runWorkflowID, ActivityID: "a-cancel", TenantID: "t-1", TriggerType: contracts.TriggerEvent, EventID: "evt-cancel"}, Status: platform.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
-	taskID := workflows.TaskWorkflowID(runID, "noop", 0)
+	taskID := platform.TaskWorkflowID(runID, "noop", 0)
 	o.proxy.Cut()
-	if _, err := o.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.ActivitiesTaskQueue},
-		workflows.TaskInstanceWorkflowType, workflows.TaskInput{RunID: runID, ActivityID: "a-cancel", TenantID: "t-1", TaskType: "noop"}); err != nil {
+	if _, err := o.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: platform.ActivitiesTaskQueue},
+		platform.TaskInstanceWorkflowType, platform.TaskInput{RunID: runID, ActivityID: "a-cancel", TenantID: "t-1", TaskType: "noop"}); err != nil {
 		t.Fatal(err)
 	}
-	o.cancelWhileRetrying(ctx, taskID, workflows.ActivityLogTask)
+	o.cancelWhileRetrying(ctx, taskID, platform.ActivityLogTask)
 	o.recordIfAsked(taskID, "task-cancelled-while-logging")
 
 	task, err := o.store.GetTask(ctx, taskID)
 	if err != nil {
 		t.Fatalf("task row after the cancellation: %v", err)
 	}
-	if task.Status != workflows.StatusFailed || !strings.Contains(task.Error, "cancelled") {
+	if task.Status != platform.StatusFailed || !strings.Contains(task.Error, "cancelled") {
 		t.Fatalf("task row %s (%q), want failed as cancelled", task.Status, task.Error)
 	}
 	for _, e := range o.history(taskID) {
-		if a := e.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == workflows.ActivityRunTask {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == platform.ActivityRunTask {
 			t.Fatal("the cancelled task scheduled its handler")
 		}
 	}

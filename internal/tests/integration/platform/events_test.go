@@ -16,11 +16,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/activities/router"
+	"github.com/entityflow/entityflow/activities/platform/router"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 func eventDefinition(eventType string, tasks ...contracts.TaskSpec) contracts.ActivityDefinition {
@@ -131,22 +131,22 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 		if started != 1 {
 			t.Fatalf("%d deliveries started a run, want exactly 1", started)
 		}
-		if want := workflows.EventRunWorkflowID(def.ActivityID, results[0].EventID); workflowID != want {
+		if want := platform.EventRunWorkflowID(def.ActivityID, results[0].EventID); workflowID != want {
 			t.Fatalf("workflow ID %s, want %s", workflowID, want)
 		}
 
-		var res workflows.RunResult
+		var res platform.RunResult
 		if err := h.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
 			t.Fatal(err)
 		}
-		if res.Status != workflows.StatusSucceeded || len(res.Tasks) != 5 {
+		if res.Status != platform.StatusSucceeded || len(res.Tasks) != 5 {
 			t.Fatalf("run result %+v, want 5 succeeded tasks", res)
 		}
 		runs, err := h.store.ListRuns(ctx, def.ActivityID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) != 1 || runs[0].Status != workflows.StatusSucceeded || runs[0].RunID != workflows.RunID(workflowID) || runs[0].EventID != results[0].EventID {
+		if len(runs) != 1 || runs[0].Status != platform.StatusSucceeded || runs[0].RunID != platform.RunID(workflowID) || runs[0].EventID != results[0].EventID {
 			t.Fatalf("run rows %+v, want one succeeded row for %s", runs, workflowID)
 		}
 		_, tasks, err := h.store.GetRun(ctx, runs[0].RunID)
@@ -157,7 +157,7 @@ func TestEventDeliveredTenTimesRunsOnce(t *testing.T) {
 			t.Fatalf("%d task rows, want 5", len(tasks))
 		}
 		for _, task := range tasks {
-			if task.Status != workflows.StatusSucceeded {
+			if task.Status != platform.StatusSucceeded {
 				t.Errorf("task %s is %s", task.ID, task.Status)
 			}
 		}
@@ -222,22 +222,22 @@ func TestExistingTaskChildIsTreatedAsStarted(t *testing.T) {
 	ctx := background(t)
 	def := eventDefinition("order.created", contracts.TaskSpec{TaskType: "noop", Count: 2})
 	h.define(def)
-	workflowID := workflows.EventRunWorkflowID(def.ActivityID, "evt-existing")
-	runID := workflows.RunID(workflowID)
-	childID := workflows.TaskWorkflowID(runID, "noop", 0)
-	if _, err := h.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: childID, TaskQueue: workflows.ActivitiesTaskQueue},
-		workflows.TaskInstanceWorkflowType, workflows.TaskInput{RunID: runID, ActivityID: def.ActivityID, TenantID: "t-1", TaskType: "noop"}); err != nil {
+	workflowID := platform.EventRunWorkflowID(def.ActivityID, "evt-existing")
+	runID := platform.RunID(workflowID)
+	childID := platform.TaskWorkflowID(runID, "noop", 0)
+	if _, err := h.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: childID, TaskQueue: platform.ActivitiesTaskQueue},
+		platform.TaskInstanceWorkflowType, platform.TaskInput{RunID: runID, ActivityID: def.ActivityID, TenantID: "t-1", TaskType: "noop"}); err != nil {
 		t.Fatal(err)
 	}
 	routed, err := h.svc.Deliver(ctx, contracts.EventEnvelope{EventID: "evt-existing", EventType: "order.created", Source: "shop", TenantID: "t-1", OccurredAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.RunResult
+	var res platform.RunResult
 	if err := h.c.GetWorkflow(ctx, routed.Runs[0].WorkflowID, "").Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != workflows.StatusSucceeded || len(res.Tasks) != 2 {
+	if res.Status != platform.StatusSucceeded || len(res.Tasks) != 2 {
 		t.Fatalf("run result %+v, want 2 succeeded tasks", res)
 	}
 	events := h.history(workflowID)
@@ -285,17 +285,17 @@ func TestRedeliveryAfterRetentionRunsNoTaskTwice(t *testing.T) {
 	if again.Runs[0].Duplicate {
 		t.Fatal("a server that never saw the run reports a duplicate")
 	}
-	var res workflows.RunResult
+	var res platform.RunResult
 	if err := later.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != workflows.StatusSucceeded || len(res.Tasks) != 0 {
+	if res.Status != platform.StatusSucceeded || len(res.Tasks) != 0 {
 		t.Fatalf("second execution's result %+v, want the recorded status and no tasks", res)
 	}
 	if n := countEvents(later.history(workflowID), enums.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED); n != 0 {
 		t.Fatalf("the second execution started %d children, want 0", n)
 	}
-	if n, err := later.store.CountTasks(ctx, workflows.RunID(workflowID)); err != nil || n != 2 {
+	if n, err := later.store.CountTasks(ctx, platform.RunID(workflowID)); err != nil || n != 2 {
 		t.Fatalf("%d task rows (%v), want 2", n, err)
 	}
 	later.recordIfAsked(workflowID, "run-already-finished")

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/entityflow/entityflow/activities"
+	platformact "github.com/entityflow/entityflow/activities/platform"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/platformworker"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
@@ -92,7 +92,7 @@ func (h *harness) startWorker() (stop func()) {
 // schedule fires), which tests replace to play Temporal being unreachable.
 func (h *harness) startWorkerStartingRunsWith(starter client.Client) (stop func()) {
 	h.t.Helper()
-	p := &activities.Platform{Store: h.store, Temporal: starter, Handlers: activities.DefaultTaskHandlers(), Now: h.clock.Now}
+	p := &platformact.Platform{Store: h.store, Temporal: starter, Handlers: platformact.DefaultTaskHandlers(), Now: h.clock.Now}
 	w := platformworker.New(h.c, p, worker.Options{})
 	if err := w.Start(); err != nil {
 		h.t.Fatal(err)

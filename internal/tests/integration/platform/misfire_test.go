@@ -9,11 +9,11 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 
-	"github.com/entityflow/entityflow/activities/schedules"
+	"github.com/entityflow/entityflow/activities/platform/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 func cronDefinition(policy string, limit int) contracts.ActivityDefinition {
@@ -33,7 +33,7 @@ func cronDefinition(policy string, limit int) contracts.ActivityDefinition {
 // policy, or its run started and finished).
 func (h *harness) fireAll(ctx context.Context, def contracts.ActivityDefinition, from, to time.Time) {
 	h.t.Helper()
-	handle := h.c.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(def.ActivityID))
+	handle := h.c.ScheduleClient().GetHandle(ctx, platform.ScheduleID(def.ActivityID))
 	opts, err := schedules.Options(def, time.Now())
 	if err != nil {
 		h.t.Fatal(err)
@@ -60,7 +60,7 @@ func (h *harness) fireAll(ctx context.Context, def contracts.ActivityDefinition,
 		if a.ScheduleTime.Before(from) || a.StartWorkflowResult == nil {
 			continue
 		}
-		var fired workflows.FireResult
+		var fired platform.FireResult
 		if err := h.c.GetWorkflow(ctx, a.StartWorkflowResult.WorkflowID, "").Get(ctx, &fired); err != nil {
 			h.t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 			h.t = t
 			def := cronDefinition(tt.policy, tt.limit)
 			h.define(def)
-			handle := h.c.ScheduleClient().GetHandle(ctx, workflows.ScheduleID(def.ActivityID))
+			handle := h.c.ScheduleClient().GetHandle(ctx, platform.ScheduleID(def.ActivityID))
 			// Paused, the schedule fires only when told to: the test owns time.
 			if err := handle.Pause(ctx, client.SchedulePauseOptions{Note: "test drives the fires"}); err != nil {
 				t.Fatal(err)
@@ -138,13 +138,13 @@ func TestMisfirePoliciesAfterFiveMissedIntervals(t *testing.T) {
 				if !r.ScheduledFor.Equal(w.scheduled) || !r.WindowStart.Equal(w.start) || !r.WindowEnd.Equal(w.end) {
 					t.Errorf("run %d: scheduled %v window [%v, %v], want %v [%v, %v]", i, r.ScheduledFor, r.WindowStart, r.WindowEnd, w.scheduled, w.start, w.end)
 				}
-				if want := workflows.CronRunWorkflowID(def.ActivityID, w.scheduled); r.WorkflowID != want || r.Status != workflows.StatusSucceeded {
+				if want := platform.CronRunWorkflowID(def.ActivityID, w.scheduled); r.WorkflowID != want || r.Status != platform.StatusSucceeded {
 					t.Errorf("run %d: workflow %s %s, want %s succeeded", i, r.WorkflowID, r.Status, want)
 				}
 			}
 			if tt.policy == contracts.MisfireCompress {
 				fire := func(t time.Time) string {
-					return workflows.ScheduleFireWorkflowID(def.ActivityID) + "-" + t.Format(time.RFC3339)
+					return platform.ScheduleFireWorkflowID(def.ActivityID) + "-" + t.Format(time.RFC3339)
 				}
 				h.recordIfAsked(runs[1].WorkflowID, "run-cron-compressed")
 				h.recordIfAsked(fire(minute(5)), "fire-compressed")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
-	"github.com/entityflow/entityflow/workflows"
+	"github.com/entityflow/entityflow/workflows/platform"
 )
 
 // outage is a platform whose worker reaches PostgreSQL through a proxy the
@@ -68,10 +68,10 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	workflowID := routed.Runs[0].WorkflowID
-	o.awaitRetries(ctx, workflowID, workflows.ActivityLogRun)
+	o.awaitRetries(ctx, workflowID, platform.ActivityLogRun)
 	px.Restore()
 
-	var res workflows.RunResult
+	var res platform.RunResult
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := h.c.GetWorkflow(wctx, workflowID, "").Get(wctx, &res); err != nil {
@@ -81,7 +81,7 @@ func TestDatabaseOutageRetriesWithoutDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 1 || runs[0].Status != workflows.StatusSucceeded {
+	if len(runs) != 1 || runs[0].Status != platform.StatusSucceeded {
 		t.Fatalf("run rows %+v, want one succeeded", runs)
 	}
 	_, tasks, err := h.store.GetRun(ctx, runs[0].RunID)

@@ -23,7 +23,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/store"
-	"github.com/entityflow/entityflow/workflows"
+	platformwf "github.com/entityflow/entityflow/workflows/platform"
 )
 
 // unreachable is a Temporal client that, while down is set, answers workflow
@@ -100,9 +100,9 @@ func postRun(t *testing.T, baseURL, activityID, key string) (int, map[string]any
 }
 
 // awaitRun waits for a run workflow's result.
-func (h *harness) awaitRun(ctx context.Context, workflowID string) workflows.RunResult {
+func (h *harness) awaitRun(ctx context.Context, workflowID string) platformwf.RunResult {
 	h.t.Helper()
-	var res workflows.RunResult
+	var res platformwf.RunResult
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := h.c.GetWorkflow(wctx, workflowID, "").Get(wctx, &res); err != nil {
@@ -118,11 +118,11 @@ func (h *harness) requireRan(ctx context.Context, runID string, tasks int) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if run.Status != workflows.StatusSucceeded || len(rows) != tasks {
+	if run.Status != platformwf.StatusSucceeded || len(rows) != tasks {
 		h.t.Fatalf("run row %s (%q) with %d task rows, want succeeded with %d", run.Status, run.Error, len(rows), tasks)
 	}
 	for _, task := range rows {
-		if task.Status != workflows.StatusSucceeded {
+		if task.Status != platformwf.StatusSucceeded {
 			h.t.Fatalf("task %s is %s", task.ID, task.Status)
 		}
 	}
@@ -147,8 +147,8 @@ func TestRetriedManualRunRunsAfterRepair(t *testing.T) {
 	if code, body := postRun(t, cutOff, def.ActivityID, "export-1"); code != http.StatusServiceUnavailable {
 		t.Fatalf("a start Temporal never saw: %d %v, want 503", code, body)
 	}
-	workflowID := workflows.ManualRunWorkflowID(def.ActivityID, "export-1")
-	if row, _, err := h.store.GetRun(ctx, workflows.RunID(workflowID)); err != nil || row.Status != workflows.StatusPending {
+	workflowID := platformwf.ManualRunWorkflowID(def.ActivityID, "export-1")
+	if row, _, err := h.store.GetRun(ctx, platformwf.RunID(workflowID)); err != nil || row.Status != platformwf.StatusPending {
 		t.Fatalf("row after the failed start: %+v, %v; want it kept pending", row, err)
 	}
 	time.Sleep(1100 * time.Millisecond) // older than StaleAfter
@@ -163,10 +163,10 @@ func TestRetriedManualRunRunsAfterRepair(t *testing.T) {
 	if code != http.StatusAccepted || retried["workflow_id"] != workflowID {
 		t.Fatalf("the retry of export-1: %d %v, want 202 for %s", code, retried, workflowID)
 	}
-	if res := h.awaitRun(ctx, workflowID); res.Status != workflows.StatusSucceeded || len(res.Tasks) != 2 {
+	if res := h.awaitRun(ctx, workflowID); res.Status != platformwf.StatusSucceeded || len(res.Tasks) != 2 {
 		t.Fatalf("the retried run's result %+v, want 2 tasks run", res)
 	}
-	h.requireRan(ctx, workflows.RunID(workflowID), 2)
+	h.requireRan(ctx, platformwf.RunID(workflowID), 2)
 }
 
 // A schedule fire whose StartRun wrote the run's pending row but could not
@@ -191,26 +191,26 @@ func TestRepairGivesBackAFireRowAndTheRetriedFireRuns(t *testing.T) {
 	}
 	fireAt := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 	h.clock.Set(fireAt.Add(5 * time.Second)) // the fire reaches the worker in time
-	fireID := workflows.ScheduleFireWorkflowID(def.ActivityID) + "-" + fireAt.Format(time.RFC3339)
-	if _, err := h.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fireID, TaskQueue: workflows.ActivitiesTaskQueue},
-		workflows.ScheduleFireWorkflowType, workflows.FireInput{Definition: def}); err != nil {
+	fireID := platformwf.ScheduleFireWorkflowID(def.ActivityID) + "-" + fireAt.Format(time.RFC3339)
+	if _, err := h.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fireID, TaskQueue: platformwf.ActivitiesTaskQueue},
+		platformwf.ScheduleFireWorkflowType, platformwf.FireInput{Definition: def}); err != nil {
 		t.Fatal(err)
 	}
-	runWorkflowID := workflows.CronRunWorkflowID(def.ActivityID, fireAt)
-	runID := workflows.RunID(runWorkflowID)
+	runWorkflowID := platformwf.CronRunWorkflowID(def.ActivityID, fireAt)
+	runID := platformwf.RunID(runWorkflowID)
 	waitFor(t, "the fire's StartRun to fail at least once", 30*time.Second, func() (bool, error) {
 		d, err := h.c.DescribeWorkflowExecution(ctx, fireID, "")
 		if err != nil {
 			return false, err
 		}
 		for _, a := range d.GetPendingActivities() {
-			if a.GetActivityType().GetName() == workflows.ActivityStartRun && a.GetAttempt() >= 2 {
+			if a.GetActivityType().GetName() == platformwf.ActivityStartRun && a.GetAttempt() >= 2 {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	if row, _, err := h.store.GetRun(ctx, runID); err != nil || row.Status != workflows.StatusPending {
+	if row, _, err := h.store.GetRun(ctx, runID); err != nil || row.Status != platformwf.StatusPending {
 		t.Fatalf("the fire's row: %+v, %v; want pending", row, err)
 	}
 
@@ -223,12 +223,12 @@ func TestRepairGivesBackAFireRowAndTheRetriedFireRuns(t *testing.T) {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		t.Fatal(err)
-	case row.Status != workflows.StatusPending:
+	case row.Status != platformwf.StatusPending:
 		t.Fatalf("repair closed the row of a run that never started as %s (%q); want it given back", row.Status, row.Error)
 	}
 
 	starter.down.Store(false)
-	var fired workflows.FireResult
+	var fired platformwf.FireResult
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := h.c.GetWorkflow(wctx, fireID, "").Get(wctx, &fired); err != nil {
@@ -237,7 +237,7 @@ func TestRepairGivesBackAFireRowAndTheRetriedFireRuns(t *testing.T) {
 	if fired.Run == nil || fired.Run.WorkflowID != runWorkflowID {
 		t.Fatalf("fire result %+v, want the run %s", fired, runWorkflowID)
 	}
-	if res := h.awaitRun(ctx, runWorkflowID); res.Status != workflows.StatusSucceeded || len(res.Tasks) != 1 {
+	if res := h.awaitRun(ctx, runWorkflowID); res.Status != platformwf.StatusSucceeded || len(res.Tasks) != 1 {
 		t.Fatalf("the fire's run result %+v, want its task run", res)
 	}
 	h.requireRan(ctx, runID, 1)
@@ -266,7 +266,7 @@ func TestRetryOfAFinishedManualRunSaysHowItEnded(t *testing.T) {
 	later := newHarness(t, nil, db)
 	later.startWorker()
 	code, again := postRun(t, serveAPI(t, later.svc, memory.NewStore(0)), def.ActivityID, "report-1")
-	if code != http.StatusOK || again["duplicate"] != true || again["status"] != string(workflows.StatusSucceeded) ||
+	if code != http.StatusOK || again["duplicate"] != true || again["status"] != string(platformwf.StatusSucceeded) ||
 		again["run_id"] != started["run_id"] || again["workflow_id"] != workflowID {
 		t.Fatalf("retry of a finished run: %d %v, want 200 duplicate with status succeeded", code, again)
 	}

@@ -1,0 +1,131 @@
+// Package rewards holds the rewards entity's activities: the code that records
+// what an entity reports (enrollments, tier changes, unenrollments) in the
+// store and reads the namespace's search attributes, outside the workflows.
+package rewards
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/entityflow/entityflow/tenant"
+	rewardswf "github.com/entityflow/entityflow/workflows/rewards"
+)
+
+// RewardsRecorder stores the facts a rewards entity reports. Implementations
+// must be idempotent: an activity may run more than once for the same fact.
+type RewardsRecorder interface {
+	// RecordEnrollment records the enrollment and reports whether the customer
+	// is enrolled: one who has unenrolled stays so unless e.Reenroll is set,
+	// and is answered Unenrolled with the balance recorded at the
+	// unenrollment, if any.
+	RecordEnrollment(ctx context.Context, e rewardswf.Enrollment) (rewardswf.EnrollmentResult, error)
+	RecordTierChange(ctx context.Context, c rewardswf.TierChange) error
+	RecordUnenrollment(ctx context.Context, u rewardswf.Unenrollment) error
+}
+
+// SearchAttributeLister returns the search attributes a namespace has registered.
+type SearchAttributeLister func(ctx context.Context) (map[string]enums.IndexedValueType, error)
+
+// Rewards holds the rewards entity's activities.
+type Rewards struct {
+	Recorder RewardsRecorder
+	// SearchAttributes lists the namespace's search attributes; nil means none.
+	SearchAttributes SearchAttributeLister
+}
+
+// Register registers the rewards activities under the names the workflow uses.
+func (a *Rewards) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.Enroll, activity.RegisterOptions{Name: rewardswf.ActivityEnroll})
+	r.RegisterActivityWithOptions(a.NotifyTierChange, activity.RegisterOptions{Name: rewardswf.ActivityNotifyTierChange})
+	r.RegisterActivityWithOptions(a.RecordUnenrollment, activity.RegisterOptions{Name: rewardswf.ActivityRecordUnenrollment})
+	r.RegisterActivityWithOptions(a.RewardsSearchAttributes, activity.RegisterOptions{Name: rewardswf.ActivityRewardsSearchAttributes})
+}
+
+// Enroll records that a customer is enrolled and reports whether the
+// customer is: a customer who has unenrolled is enrolled again only by an
+// explicit re-enrollment (in.Reenroll), so that an event for them never starts
+// a fresh entity by accident; the answer then carries the balance the
+// customer left with.
+func (a *Rewards) Enroll(ctx context.Context, in rewardswf.Enrollment) (rewardswf.EnrollmentResult, error) {
+	res, err := a.Recorder.RecordEnrollment(ctx, in)
+	if err != nil {
+		return rewardswf.EnrollmentResult{}, fmt.Errorf("recording enrollment of %s: %w", in.CustomerID, err)
+	}
+	return res, nil
+}
+
+// NotifyTierChange reports that a customer's tier changed.
+func (a *Rewards) NotifyTierChange(ctx context.Context, in rewardswf.TierChange) error {
+	if err := a.Recorder.RecordTierChange(ctx, in); err != nil {
+		return fmt.Errorf("recording tier change of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// RecordUnenrollment records that a customer left.
+func (a *Rewards) RecordUnenrollment(ctx context.Context, in rewardswf.Unenrollment) error {
+	if err := a.Recorder.RecordUnenrollment(ctx, in); err != nil {
+		return fmt.Errorf("recording unenrollment of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// RewardsSearchAttributes reports which of the entity's search attributes the
+// namespace has registered with the expected types.
+func (a *Rewards) RewardsSearchAttributes(ctx context.Context) (rewardswf.SearchAttributeSupport, error) {
+	if a.SearchAttributes == nil {
+		return rewardswf.SearchAttributeSupport{}, nil
+	}
+	attrs, err := a.SearchAttributes(ctx)
+	if err != nil {
+		return rewardswf.SearchAttributeSupport{}, fmt.Errorf("listing search attributes: %w", err)
+	}
+	return rewardswf.SearchAttributeSupport{
+		Tier:   attrs[rewardswf.SearchAttributeTier] == enums.INDEXED_VALUE_TYPE_KEYWORD,
+		Points: attrs[rewardswf.SearchAttributePoints] == enums.INDEXED_VALUE_TYPE_INT,
+	}, nil
+}
+
+// ClientSearchAttributes lists a namespace's custom search attributes through
+// the operator API of c.
+func ClientSearchAttributes(c client.Client, namespace string) SearchAttributeLister {
+	return func(ctx context.Context) (map[string]enums.IndexedValueType, error) {
+		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+		if err != nil {
+			return nil, err
+		}
+		return resp.GetCustomAttributes(), nil
+	}
+}
+
+// LogRecorder is a RewardsRecorder that writes each fact to a structured log.
+// Having no memory, it reports every customer enrolled: it suits tests and
+// tools, not a deployment, where unenrollment must stay final.
+type LogRecorder struct {
+	Logger *slog.Logger
+}
+
+// RecordEnrollment logs an enrollment.
+func (r LogRecorder) RecordEnrollment(ctx context.Context, e rewardswf.Enrollment) (rewardswf.EnrollmentResult, error) {
+	r.Logger.InfoContext(ctx, "customer enrolled", "tenant_id", tenant.Normalize(e.TenantID), "customer_id", e.CustomerID, "enrolled_at", e.EnrolledAt, "reenroll", e.Reenroll)
+	return rewardswf.EnrollmentResult{}, nil
+}
+
+// RecordTierChange logs a tier change.
+func (r LogRecorder) RecordTierChange(ctx context.Context, c rewardswf.TierChange) error {
+	r.Logger.InfoContext(ctx, "tier changed", "tenant_id", tenant.Normalize(c.TenantID), "customer_id", c.CustomerID, "from", c.From, "to", c.To, "points", c.Points)
+	return nil
+}
+
+// RecordUnenrollment logs an unenrollment.
+func (r LogRecorder) RecordUnenrollment(ctx context.Context, u rewardswf.Unenrollment) error {
+	r.Logger.InfoContext(ctx, "customer unenrolled", "tenant_id", tenant.Normalize(u.TenantID), "customer_id", u.CustomerID, "points", u.Points, "lifetime_points", u.LifetimePoints)
+	return nil
+}

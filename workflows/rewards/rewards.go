@@ -1,0 +1,419 @@
+package rewards
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/entityflow/entityflow/dedup"
+	"github.com/entityflow/entityflow/tenant"
+)
+
+// RewardsState is what one run of the entity hands to the next through
+// ContinueAsNew. Times are absolute, so deadlines survive the run boundary.
+type RewardsState struct {
+	// Run counts the runs of this entity: 1 for the first.
+	Run            int       `json:"run"`
+	Points         int64     `json:"points"`
+	LifetimePoints int64     `json:"lifetime_points"`
+	EventCount     int64     `json:"event_count"`
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	// InactivityDeadline is when points reset; zero while there is nothing to reset.
+	InactivityDeadline time.Time `json:"inactivity_deadline,omitzero"`
+	// EnrollRecorded is set once the Enroll activity has completed.
+	EnrollRecorded bool `json:"enroll_recorded"`
+	// NotifiedTier is the last tier NotifyTierChange reported.
+	NotifiedTier Tier `json:"notified_tier"`
+	// Dedup holds the dedup keys of recent events and what each produced.
+	Dedup dedup.Window `json:"dedup"`
+}
+
+// RewardsWorkflow is one customer's rewards entity. It lives until the customer
+// unenrolls, continuing as new on Temporal's suggestion or every events_per_run
+// events, and applies each event carrying a dedup key at most once.
+func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
+	if in.unreadable != nil {
+		failTask(ctx, in, UnservableUnreadable, fmt.Errorf("input does not decode under release %d: %w", RewardsRelease, in.unreadable))
+	}
+	if err := in.Validate(); err != nil {
+		return Status{}, refuseInput(ctx, in, err)
+	}
+	release := rewardsRelease(ctx)
+	if cause, err := serveCheck(in, release); err != nil {
+		failTask(ctx, in, cause, err)
+	}
+	// The tenant the run serves, empty for the default tenant; runs of
+	// releases below 4 serve the default tenant only (serveCheck).
+	tenantID := tenant.Payload(in.TenantID)
+	if id, want := workflow.GetInfo(ctx).WorkflowExecution.ID, RewardsWorkflowIDFor(tenantID, in.CustomerID); release >= 2 && id != want {
+		return Status{}, refuseInput(ctx, in,
+			fmt.Errorf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, tenant.Normalize(tenantID), id, want))
+	}
+	e := newEntity(ctx, in, tenantID, release)
+	if err := e.register(ctx); err != nil {
+		return Status{}, err
+	}
+	return e.run(ctx)
+}
+
+// membership is where a run stands with the customer's enrollment.
+type membership int
+
+const (
+	// enrolled: events are applied. The zero value, and where every
+	// first-release run starts.
+	enrolled membership = iota
+	// checking: a new entity waits for the Enroll activity to say whether the
+	// customer unenrolled before; nothing is applied meanwhile.
+	checking
+	// refused: the customer has unenrolled; this run applies nothing, answers
+	// NotEnrolled, and ends unless an enroll update re-enrolls the customer.
+	refused
+	// leaving: unenroll was taken; the run records it and completes.
+	leaving
+)
+
+// entity is the in-memory state of one run.
+type entity struct {
+	customerID string
+	tenant     string  // empty for the default tenant (tenant.Payload)
+	options    Options // as given, carried to the next run unchanged
+	limits     Options // options with defaults filled in
+	st         RewardsState
+	log        log.Logger
+	release    int // the release this run runs (rewardsRelease)
+
+	points   workflow.ReceiveChannel
+	unenroll workflow.ReceiveChannel
+	nudges   workflow.ReceiveChannel
+
+	handled int // events handled in this run, duplicates included
+	member  membership
+	// reenrolling is set while an enroll update re-enrolls a refused customer.
+	reenrolling bool
+	inFlight    int // activities running in background coroutines
+	timerArmed  bool
+	timerFired  bool
+
+	// left is the balance a refused customer unenrolled with, as the Enroll
+	// activity found it (nil: none recorded); only status() reads it.
+	left *Balance
+
+	attrs      SearchAttributeSupport
+	attrsSeen  bool // attrs holds the namespace's answer
+	attrsTier  Tier
+	attrsPts   int64
+	attrsSet   bool      // the attributes have been written at least once this run
+	attrsAt    time.Time // when they were last written
+	attrsTask  taskMark  // the workflow task that last wrote them
+	attrsTimer bool      // a timer will wake the run to write lagging points
+}
+
+func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int) *entity {
+	e := &entity{
+		customerID: in.CustomerID,
+		tenant:     tenant,
+		options:    in.Options,
+		limits:     in.Options.withDefaults(),
+		log:        workflow.GetLogger(ctx),
+		release:    release,
+		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
+		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
+		nudges:     workflow.GetSignalChannel(ctx, SignalNudge),
+	}
+	if in.Carried != nil {
+		e.st = *in.Carried
+	}
+	if e.st.Run == 0 {
+		e.st.Run = 1
+	}
+	if e.st.NotifiedTier == "" {
+		e.st.NotifiedTier = TierBasic
+	}
+	if release >= 2 && !e.st.EnrollRecorded {
+		e.member = checking
+	}
+	if release < 2 {
+		// The first release decoded the carried window under the default
+		// bounds before applying its own, losing keys beyond 10,000; its
+		// histories replay only if that happens here too.
+		e.st.Dedup.SetLimits(dedup.Limits{})
+	}
+	e.st.Dedup.SetLimits(dedup.Limits{
+		MaxAge:  time.Duration(e.limits.DedupWindow),
+		MaxKeys: e.limits.DedupMaxKeys,
+	})
+	e.inheritSearchAttributes(ctx)
+	return e
+}
+
+func (e *entity) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryGetStatus, func() (Status, error) {
+		return e.status(), nil
+	}); err != nil {
+		return fmt.Errorf("registering %s: %w", QueryGetStatus, err)
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPoints,
+		func(ctx workflow.Context, p pointEventPayload) (PointsResult, error) {
+			if err := e.awaitMembership(ctx); err != nil {
+				return PointsResult{}, err
+			}
+			return e.apply(ctx, p, true)
+		},
+		workflow.UpdateHandlerOptions{Validator: e.validateUpdate},
+	)
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", UpdateApplyPoints, err)
+	}
+	if e.release >= 5 {
+		err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPointsBatch, e.applyBatch,
+			workflow.UpdateHandlerOptions{Validator: e.validateBatch})
+		if err != nil {
+			return fmt.Errorf("registering %s: %w", UpdateApplyPointsBatch, err)
+		}
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateEnroll, e.enroll,
+		workflow.UpdateHandlerOptions{Validator: e.validateEnroll})
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", UpdateEnroll, err)
+	}
+	return nil
+}
+
+// awaitMembership waits until a new entity knows whether its customer may
+// take events; it returns at once for every other run.
+func (e *entity) awaitMembership(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return e.member != checking })
+}
+
+// run is the main loop. It never blocks on an activity, so signals are taken in
+// the order of the workflow tasks that delivered them; within one workflow task
+// the add-points signals are applied before an unenroll.
+func (e *entity) run(ctx workflow.Context) (Status, error) {
+	if !e.st.EnrollRecorded {
+		e.background(ctx, e.recordEnrollment)
+	}
+	if !e.attrsSeen {
+		e.background(ctx, e.readSearchAttributeSupport)
+	}
+	workflow.Go(ctx, e.notifyTierChanges)
+
+	if err := e.awaitMembership(ctx); err != nil {
+		return e.status(), err
+	}
+	if e.member == refused {
+		if ended, err := e.refuseAll(ctx); ended || err != nil {
+			return e.status(), err
+		}
+	}
+	for {
+		e.armInactivityTimer(ctx)
+		err := workflow.Await(ctx, func() bool {
+			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.nudges.Len() > 0 || e.timerFired ||
+				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx)
+		})
+		if err != nil {
+			return e.status(), err
+		}
+		e.drainNudges()
+		for {
+			var p pointEventPayload
+			if !e.points.ReceiveAsync(&p) {
+				break
+			}
+			if e.release < 2 && p.err != nil {
+				// The first release never saw such a signal: the SDK dropped
+				// it for failing to decode, without counting it.
+				e.log.Warn("add-points signal refused", "error", p.err)
+				continue
+			}
+			if _, err := e.apply(ctx, p, false); err != nil {
+				e.log.Warn("add-points signal refused", "dedup_key", p.event.DedupKey, "error", err)
+			}
+		}
+		if e.unenroll.ReceiveAsync(nil) {
+			return e.leave(ctx)
+		}
+		now := workflow.Now(ctx)
+		e.st.Dedup.Expire(now)
+		if e.timerFired {
+			e.timerFired, e.timerArmed = false, false
+			e.expireInactivity(now)
+		}
+		e.upsertSearchAttributes(ctx)
+		if e.readyToContinue(ctx) {
+			// Nothing yields between the drain above and this return, so no signal
+			// can arrive unseen; one that reaches the server meanwhile fails the
+			// workflow task, which then runs again with it.
+			return Status{}, e.continueAsNew(ctx)
+		}
+	}
+}
+
+// continueAsNew hands the state to the next run. On a Worker Deployment
+// Version that is no longer the target (the current version moved on), the
+// next run starts AutoUpgrade, so its first task goes to the target version,
+// where the run is then Pinned: this is how an entity moves to new code, and
+// only here, at a point where no event or activity is in flight. Otherwise the
+// next run stays on this run's version.
+func (e *entity) continueAsNew(ctx workflow.Context) error {
+	next := e.st
+	next.Run++
+	var opts workflow.ContinueAsNewErrorOptions
+	if upgradeDue(ctx) {
+		opts.InitialVersioningBehavior = workflow.ContinueAsNewVersioningBehaviorAutoUpgrade
+		e.log.Info("continuing as new onto the target worker deployment version", "run", e.st.Run, "handled", e.handled)
+	} else {
+		e.log.Info("continuing as new", "run", e.st.Run, "handled", e.handled)
+	}
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, RewardsWorkflowType, RewardsInput{
+		CustomerID: e.customerID,
+		TenantID:   e.tenant,
+		Options:    e.options,
+		Carried:    &next,
+	})
+}
+
+// upgradeDue reports whether the server said, in the workflow task now
+// running, that the task queue's target Worker Deployment Version is no longer
+// the one this run is pinned to. It is read from history, so replay sees the
+// same answer; without versioning it is always false.
+func upgradeDue(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged()
+}
+
+// wantsToContinue reports whether this run should hand over to a new one:
+// after events_per_run events, on Temporal's suggestion, or to move to a new
+// target Worker Deployment Version.
+func (e *entity) wantsToContinue(ctx workflow.Context) bool {
+	return e.handled >= e.limits.EventsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || upgradeDue(ctx)
+}
+
+// drainNudges takes the nudge signals in: they only wake the run (so that it
+// sees a new target version), and none is left behind at the run's end.
+func (e *entity) drainNudges() {
+	for e.nudges.ReceiveAsync(nil) {
+	}
+}
+
+// readyToContinue reports whether the run wants to continue as new and nothing
+// is in flight that the new run could not take over.
+func (e *entity) readyToContinue(ctx workflow.Context) bool {
+	if !e.wantsToContinue(ctx) {
+		return false
+	}
+	return e.idle(ctx)
+}
+
+func (e *entity) idle(ctx workflow.Context) bool {
+	return e.inFlight == 0 && workflow.AllHandlersFinished(ctx)
+}
+
+// validateUpdate rejects an apply-points update before it reaches history.
+func (e *entity) validateUpdate(ctx workflow.Context, p pointEventPayload) error {
+	if p.err == nil && p.event.DedupKey == "" {
+		return refusal("dedup_key is required for "+UpdateApplyPoints, ErrInvalidEvent)
+	}
+	_, _, err := e.check(ctx, p)
+	return err
+}
+
+// refusal is the entity's final answer to an event it will not apply:
+// non-retryable, since sending the same event again cannot change it.
+func refusal(msg, errType string) error {
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil)
+}
+
+// verdict is what check decided for an event.
+type verdict int
+
+const (
+	apply  verdict = iota // new and valid: apply it
+	replay                // seen before: answer as the first time
+	refuse                // breaks a rule of its own or of the balance
+	reject                // not for this entity now: unenrolled, or a reused key
+)
+
+// check decides what an event would do, without changing anything. A payload
+// that is no PointEvent is refused first; then a known key gets its first
+// answer, whatever happened since (an unenrollment included); only then are
+// enrollment, the event's own rules and the balance considered.
+//
+// Reordering these checks is safe for histories already written: check
+// changes no state, a signal never reaches it once the run stopped taking
+// events, and an update's answer is not part of what replay compares.
+func (e *entity) check(ctx workflow.Context, p pointEventPayload) (verdict, PointsResult, error) {
+	if p.err != nil {
+		return refuse, PointsResult{}, refusal(p.err.Error(), ErrInvalidEvent)
+	}
+	ev := p.event
+	now := workflow.Now(ctx)
+	if ev.DedupKey != "" {
+		if entry, ok := e.st.Dedup.Lookup(ev.DedupKey, now); ok {
+			if !entry.Matches(dedup.Fingerprint(ev.canonical())) {
+				return reject, PointsResult{}, refusal("dedup_key "+ev.DedupKey+" was used for a different event", ErrIdempotencyKeyReused)
+			}
+			return replay, e.replay(entry), nil
+		}
+	}
+	if e.member == refused || e.member == leaving {
+		return reject, PointsResult{}, refusal("customer "+e.customerID+" has unenrolled", ErrNotEnrolled)
+	}
+	if err := ev.Validate(); err != nil {
+		return refuse, PointsResult{}, refusal(err.Error(), ErrInvalidEvent)
+	}
+	if balance := e.balanceAt(now); ev.Points < 0 && -ev.Points > balance {
+		return refuse, PointsResult{}, refusal(
+			fmt.Sprintf("redeeming %d points exceeds the balance of %d", -ev.Points, balance), ErrInvalidEvent)
+	}
+	return apply, PointsResult{}, nil
+}
+
+// replay rebuilds the answer first given for a key. Keys migrated from an older
+// state shape have no stored answer; they get the current balance.
+func (e *entity) replay(entry dedup.Entry) PointsResult {
+	if !entry.Known() {
+		return PointsResult{Applied: true, Duplicate: true, Points: e.st.Points, Tier: TierFor(e.st.Points)}
+	}
+	v := entry.Outcome.Value
+	return PointsResult{Applied: entry.Outcome.Applied, Duplicate: true, Points: v, Tier: TierFor(v)}
+}
+
+// apply handles one event from a signal or an update. A refused signal that
+// carries a key is remembered as refused, so a retry gets the same answer rather
+// than being applied later against another balance. (An update is refused by its
+// validator instead, before it reaches history.)
+func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update bool) (PointsResult, error) {
+	e.handled++
+	now := workflow.Now(ctx)
+	if e.release >= 2 {
+		e.expireInactivity(now)
+	}
+	v, res, err := e.check(ctx, p)
+	ev := p.event
+	switch v {
+	case replay:
+		return res, nil
+	case refuse:
+		if !update && p.err == nil && ev.DedupKey != "" {
+			e.st.Dedup.Record(ev.DedupKey, now, dedup.Fingerprint(ev.canonical()), dedup.Outcome{Value: e.st.Points})
+		}
+		return res, err
+	case reject:
+		return res, err
+	}
+	e.st.Points += ev.Points
+	if ev.Points > 0 {
+		e.st.LifetimePoints += ev.Points
+	}
+	e.st.EventCount++
+	e.st.LastActivityAt = now
+	e.st.InactivityDeadline = now.Add(InactivityPeriod)
+	if ev.DedupKey != "" {
+		e.st.Dedup.Record(ev.DedupKey, now, dedup.Fingerprint(ev.canonical()), dedup.Outcome{Applied: true, Value: e.st.Points})
+	}
+	return PointsResult{Applied: true, Points: e.st.Points, Tier: TierFor(e.st.Points)}, nil
+}
