@@ -32,11 +32,10 @@ const batchOverhead = len(`{"events":[]}`)
 // the apply-points-batch update (UpdateWithStart, as ApplyPoints), and
 // returns one ItemResult per event, each exactly what ApplyPoints would have
 // returned for it: one bad or duplicate event never fails its neighbours.
-// The events are trusted as valid (see the package doc), and the entity
-// answers one that is not on its own; an event without a dedup key is
-// answered here and not sent. The rest go in as few updates as the batch bounds
-// (rewards.MaxBatchEvents, rewards.MaxBatchBytes) allow, one after the
-// other. Should an update's events fail for a reason a retry may change
+// Events that fail their own validation (or carry no dedup key) are answered
+// here and not sent (see the package doc); the rest go in as few updates as
+// the batch bounds (rewards.MaxBatchEvents, rewards.MaxBatchBytes) allow,
+// one after the other. Should an update's events fail for a reason a retry may change
 // (the server unavailable, an outcome unknown), the later updates are not
 // sent and their events are answered ErrNotSent, so that no event overtakes
 // an earlier one its caller will retry.
@@ -74,6 +73,10 @@ func (c *Client) ApplyPointsBatch(ctx context.Context, customerID string, events
 		chunk, size = nil, batchOverhead
 	}
 	for i, ev := range events {
+		if err := ev.Validate(); err != nil {
+			out[i].Err = err
+			continue
+		}
 		if ev.DedupKey == "" {
 			out[i].Err = errors.New("apply-points needs a dedup key")
 			continue

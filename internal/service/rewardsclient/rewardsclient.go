@@ -3,10 +3,13 @@
 // server asks callers to retry is retried with backoff, with the same update ID
 // and dedup key so that a retry is recognised, never applied twice.
 //
-// Point events are validated once in the process, where they come in (the
-// HTTP API, the ingress, the starter: rewards.PointEvent.Validate), and
-// trusted here; the entity checks every event again, as the authority for
-// whatever reaches it.
+// A point event's rule is written once (rewards.PointEvent.Validate). The
+// edges apply it where events come in, to answer in their own terms (422,
+// a dead letter, a CLI error); the client applies it again before anything
+// is sent, for an event sent with the entity's start would create the
+// entity even when the entity then refuses the event, and a signal gets no
+// answer at all; the entity applies it as the authority for whatever
+// reaches it.
 package rewardsclient
 
 import (
@@ -70,7 +73,7 @@ type Client struct {
 // wraps ErrOutcomeUnknown. Other failures (the server unavailable, the
 // update refused before it took effect) are returned as they are.
 func (c *Client) ApplyPoints(ctx context.Context, customerID string, ev rewards.PointEvent) (rewards.PointsResult, error) {
-	if err := c.validate(customerID); err != nil {
+	if err := c.validateEvent(customerID, ev); err != nil {
 		return rewards.PointsResult{}, err
 	}
 	if ev.DedupKey == "" {
@@ -135,7 +138,7 @@ func timedOut(err error) bool {
 // AddPoints sends an event as the add-points signal, starting the entity if it
 // does not exist (SignalWithStart).
 func (c *Client) AddPoints(ctx context.Context, customerID string, ev rewards.PointEvent) error {
-	if err := c.validate(customerID); err != nil {
+	if err := c.validateEvent(customerID, ev); err != nil {
 		return err
 	}
 	return c.retry(ctx, "add-points", func(ctx context.Context) error {
@@ -189,6 +192,14 @@ func (c *Client) For(tenant string) *Client {
 	cc := *c
 	cc.Tenant = tenant
 	return &cc
+}
+
+// validateEvent checks the customer ID, the client's tenant and the event.
+func (c *Client) validateEvent(customerID string, ev rewards.PointEvent) error {
+	if err := c.validate(customerID); err != nil {
+		return err
+	}
+	return ev.Validate()
 }
 
 // validate checks the customer ID and the client's tenant.

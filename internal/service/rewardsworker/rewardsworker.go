@@ -29,7 +29,7 @@ func New(c client.Client, namespace string, recorder rewardsact.RewardsRecorder,
 // options are opts with what the entity relies on: a workflow panic fails
 // the workflow task, never the workflow, so an entity whose input this code
 // cannot serve keeps its state and waits for a worker that can (the entity
-// panics on purpose then, workflows/rewards_serve.go). Pollers opts leaves
+// panics on purpose then, workflows/rewards/rewards_serve.go). Pollers opts leaves
 // unset autoscale (pollers.Default), so that the first workflow task of a
 // burst of new entities does not queue behind the SDK's two pollers.
 func options(opts worker.Options) worker.Options {
