@@ -73,7 +73,8 @@ func (b Bus) read(ctx context.Context, subject string, from uint64, since time.T
 	if info.State.Msgs == 0 || last < from {
 		return nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
+	// The consumer goes away on its own once no longer read from.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 10 * time.Second}
 	switch {
 	case from > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from

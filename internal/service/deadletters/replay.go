@@ -167,6 +167,7 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 	deadline := time.Now().Add(opts.Wait)
 	for len(open) > 0 {
 		acked := make(map[int]bool, len(open))
+		w.consumers = map[string][]*jetstream.ConsumerInfo{}
 		for _, i := range open {
 			r := &rep.Results[i]
 			ok, err := w.acked(ctx, r.Stream, r.Sequence)
@@ -238,6 +239,9 @@ type watch struct {
 	from    uint64
 	letters map[place]Letter
 	stored  map[place]string
+	// consumers holds the ingress's consumers of each stream, read once a
+	// round.
+	consumers map[string][]*jetstream.ConsumerInfo
 }
 
 // add records l by the place of its message.
@@ -277,19 +281,28 @@ func (w *watch) acked(ctx context.Context, stream string, seq uint64) (bool, err
 		subject = m.Subject
 		w.stored[p] = subject
 	}
-	consumers := st.ListConsumers(ctx)
+	infos, ok := w.consumers[stream]
+	if !ok {
+		list := st.ListConsumers(ctx)
+		for ci := range list.Info() {
+			if w.ingressConsumer(ci.Name) {
+				infos = append(infos, ci)
+			}
+		}
+		if err := list.Err(); err != nil {
+			return false, fmt.Errorf("consumers of stream %s: %w", stream, err)
+		}
+		w.consumers[stream] = infos
+	}
 	found := false
-	for ci := range consumers.Info() {
-		if !w.ingressConsumer(ci.Name) || !filters(ci.Config, subject) {
+	for _, ci := range infos {
+		if !filters(ci.Config, subject) {
 			continue
 		}
 		found = true
 		if ci.AckFloor.Stream < seq {
 			return false, nil
 		}
-	}
-	if err := consumers.Err(); err != nil {
-		return false, fmt.Errorf("consumers of stream %s: %w", stream, err)
 	}
 	return found, nil
 }
