@@ -147,15 +147,7 @@ func nonNil(l []deadletters.Letter) []deadletters.Letter {
 // letterLine is a letter in one line: sequence, time, reason, original
 // subject, dedup key, error.
 func letterLine(l deadletters.Letter) string {
-	return fmt.Sprintf("%d\t%s\t%s\t%s\tkey=%s\t%s", l.Sequence, l.Time.Format(time.RFC3339), l.Reason, l.Subject, or(l.DedupKey, "-"), l.Error)
-}
-
-// or is s, or def when s is empty.
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return fmt.Sprintf("%d\t%s\t%s\t%s\tkey=%s\t%s", l.Sequence, l.Time.Format(time.RFC3339), l.Reason, l.Subject, orDash(l.DedupKey), l.Error)
 }
 
 // printReplay prints a replay's report: a line per letter and the totals.

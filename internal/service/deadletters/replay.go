@@ -142,7 +142,7 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 	if err != nil {
 		return rep, fmt.Errorf("dead-letter stream %s: %w", b.Stream, err)
 	}
-	w := &watch{bus: b, from: info.State.LastSeq + 1, letters: map[place]Letter{}, stored: map[place]string{}}
+	w := &watch{bus: b, from: info.State.LastSeq + 1, letters: map[place]Letter{}, stored: map[place]string{}, unconsumed: map[place]bool{}}
 	var open []int
 	for i := range rep.Results {
 		r := &rep.Results[i]
@@ -207,7 +207,11 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 	for _, i := range open {
 		r := &rep.Results[i]
 		r.Outcome = Pending
-		r.Detail = strings.TrimPrefix(r.Detail+"; ", "; ") + "not acked by the ingress within " + opts.Wait.String()
+		why := "not acked by the ingress within " + opts.Wait.String()
+		if w.unconsumed[place{r.Stream, r.Sequence}] {
+			why = "no consumer of the ingress holds its subject: is the ingress running on this stream?"
+		}
+		r.Detail = strings.TrimPrefix(r.Detail+"; ", "; ") + why
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
@@ -242,6 +246,8 @@ type watch struct {
 	// consumers holds the ingress's consumers of each stream, read once a
 	// round.
 	consumers map[string][]*jetstream.ConsumerInfo
+	// unconsumed holds the messages no consumer of the ingress filters.
+	unconsumed map[place]bool
 }
 
 // add records l by the place of its message.
@@ -304,6 +310,7 @@ func (w *watch) acked(ctx context.Context, stream string, seq uint64) (bool, err
 			return false, nil
 		}
 	}
+	w.unconsumed[p] = !found
 	return found, nil
 }
 
