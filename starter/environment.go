@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"maps"
 
 	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/service/rollout"
@@ -17,16 +18,21 @@ var environment = map[string]flagenv.Vars{
 		"address":   "TEMPORAL_ADDRESS",
 		"namespace": "TEMPORAL_NAMESPACE",
 	},
-	"points":    {"tenant": "TENANT_ID"},
-	"status":    {"tenant": "TENANT_ID"},
-	"enroll":    {"tenant": "TENANT_ID"},
-	"unenroll":  {"tenant": "TENANT_ID"},
-	"define":    {"database-url": "DATABASE_URL"},
-	"event":     {"database-url": "DATABASE_URL"},
-	"run":       {"database-url": "DATABASE_URL"},
-	"schedules": {"database-url": "DATABASE_URL"},
-	"apikey":    {"database-url": "DATABASE_URL"},
-	"deploy":    {"deployment": rollout.DeploymentEnv},
+	"points":           {"tenant": "TENANT_ID"},
+	"status":           {"tenant": "TENANT_ID"},
+	"enroll":           {"tenant": "TENANT_ID"},
+	"unenroll":         {"tenant": "TENANT_ID"},
+	"define":           {"database-url": "DATABASE_URL"},
+	"event":            {"database-url": "DATABASE_URL"},
+	"run":              {"database-url": "DATABASE_URL"},
+	"schedules":        {"database-url": "DATABASE_URL"},
+	"apikey":           {"database-url": "DATABASE_URL"},
+	"deploy":           {"deployment": rollout.DeploymentEnv},
+	"deadletters list": deadLettersEnv,
+	"deadletters replay": merge(deadLettersEnv, flagenv.Vars{
+		"ingest-points-durable": "INGEST_POINTS_DURABLE",
+		"ingest-events-durable": "INGEST_EVENTS_DURABLE",
+	}),
 	"serve": {
 		"http-addr":            "HTTP_ADDR",
 		"database-url":         "DATABASE_URL",
@@ -51,6 +57,29 @@ var environment = map[string]flagenv.Vars{
 		"trusted-proxies":      "TRUSTED_PROXIES",
 		"metrics-token":        "HTTP_METRICS_TOKEN",
 	},
+}
+
+// deadLettersEnv is the environment of the deadletters commands: the bus's
+// and the dead-letter stream's, the worker's variables.
+var deadLettersEnv = flagenv.Vars{
+	"nats-url":                  "NATS_URL",
+	"nats-ca":                   "NATS_CA",
+	"nats-cert":                 "NATS_CERT",
+	"nats-key":                  "NATS_KEY",
+	"nats-creds":                "NATS_CREDS",
+	"nats-nkey":                 "NATS_NKEY",
+	"nats-user":                 "NATS_USER",
+	"nats-password":             "NATS_PASSWORD",
+	"nats-token":                "NATS_TOKEN",
+	"ingest-dead-letter-stream": "INGEST_DEAD_LETTER_STREAM",
+	"ingest-dead-letter-prefix": "INGEST_DEAD_LETTER_PREFIX",
+}
+
+// merge returns the variables of a and b in one table.
+func merge(a, b flagenv.Vars) flagenv.Vars {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }
 
 // parseFlags parses the command line of command into fs, over the

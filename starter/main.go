@@ -17,6 +17,8 @@
 //	starter apikey create -tenant T -scopes rewards:write,rewards:read [-name N]
 //	starter apikey revoke -id ID
 //	starter apikey list   [-tenant T]
+//	starter deadletters list   [-reason R,...] [-subject S] [-since 2h|RFC3339] [-nats-url U]
+//	starter deadletters replay [-reason R,...] [-subject S] [-since T] [-dry-run] [-wait 30s] [-purge]
 //
 // Every command takes -json for machine-readable output, and -address and
 // -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). The rewards commands
@@ -68,6 +70,8 @@ commands:
   apikey create    create an API key of the HTTP API for a tenant and scopes (shown once)
   apikey revoke    revoke an API key
   apikey list      list the API keys (never their secrets)
+  deadletters list     list the ingress's dead letters (NATS_URL), filtered by reason, subject, time
+  deadletters replay   republish dead letters under their dedup keys once the cause is fixed; report applied, duplicate, still failing
 
 run "starter <command> -h" for a command's flags`
 
@@ -118,6 +122,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return deployCommand(ctx, fs, g, args, out)
 	case "apikey":
 		return apikeyCommand(ctx, fs, g, args, out)
+	case "deadletters":
+		return deadLettersCommand(ctx, fs, g, args, out)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil

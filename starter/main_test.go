@@ -225,9 +225,10 @@ func TestHelpNamesTheEnvironment(t *testing.T) {
 	commandLines := map[string][][]string{
 		"points": {{"points"}}, "status": {{"status"}}, "enroll": {{"enroll"}}, "unenroll": {{"unenroll"}},
 		"define": {{"define"}}, "event": {{"event"}}, "run": {{"run"}}, "schedules": {{"schedules", "sync"}},
-		"apikey": {{"apikey", "create"}, {"apikey", "revoke"}, {"apikey", "list"}},
-		"deploy": {{"deploy", "status"}, {"deploy", "set-current"}, {"deploy", "ramp"}, {"deploy", "nudge"}},
-		"serve":  {{"serve"}},
+		"apikey":           {{"apikey", "create"}, {"apikey", "revoke"}, {"apikey", "list"}},
+		"deploy":           {{"deploy", "status"}, {"deploy", "set-current"}, {"deploy", "ramp"}, {"deploy", "nudge"}},
+		"serve":            {{"serve"}},
+		"deadletters list": {{"deadletters", "list"}}, "deadletters replay": {{"deadletters", "replay"}},
 	}
 	for command, vars := range environment {
 		if command == "" {
