@@ -75,7 +75,9 @@ func (s *Server) Client() *Client { return NewClient(s.QueryURL) }
 // Config returns Jaeger's configuration for opts, whose addresses must all
 // be set: the OTLP receivers into in-memory storage through a batch
 // processor that flushes within 100 ms, and the query extension on that
-// storage; no other listener (the collector's own metrics are off).
+// storage; no other listener (the collector's own metrics are off), and no
+// traces of Jaeger's own (v2 sends them to localhost:4317 by default: to
+// itself under make run, to whichever Jaeger listens there in a test).
 func Config(opts Options) ([]byte, error) {
 	for name, addr := range map[string]string{"OTLP HTTP": opts.OTLPHTTP, "OTLP gRPC": opts.OTLPGRPC, "query HTTP": opts.QueryHTTP, "query gRPC": opts.QueryGRPC} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -105,6 +107,7 @@ extensions:
         memory:
           max_traces: %d
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memstore
     http:
