@@ -20,12 +20,13 @@ BENCHSTAT := $(BIN)/benchstat
 STATICCHECK := $(BIN)/staticcheck
 ERRCHECK := $(BIN)/errcheck
 NATS_SERVER := $(BIN)/nats-server
+JAEGER := $(BIN)/jaeger
 
 .PHONY: all tools cluster-tools build run run-cluster lint test test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools $(JAEGER)
 
 # The Temporal CLI embeds the dev server and its Web UI. The first build takes a
 # few minutes and about 2 GB of memory; later builds reuse the Go build cache.
@@ -67,6 +68,17 @@ $(BIN)/temporal-schema: $(CLUSTER_MODULE)/go.mod
 	rm -rf $@ && mkdir -p $@
 	cp -R "$$(cd $(CLUSTER_MODULE) && $(GO) list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12/." $@/
 	chmod -R u+w $@
+
+# Jaeger v2 (OTLP receivers, in-memory storage, query API and trace UI) at the
+# version pinned in internal/testkit/jaeger/server/go.mod, a module of its own
+# like the Temporal server's: the trace viewer of make run and the OTLP
+# receiver of the tracing tests. The first build takes several minutes; later
+# builds reuse the Go build cache, and the binary is rebuilt only when that
+# go.mod changes.
+JAEGER_MODULE := internal/testkit/jaeger/server
+$(JAEGER): $(JAEGER_MODULE)/go.mod
+	@echo "building jaeger into bin/ (first time: several minutes)"
+	cd $(JAEGER_MODULE) && $(GO) build -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
 
 # The Temporal CLI on PATH is used if there is one; otherwise bin/temporal is built.
 TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))

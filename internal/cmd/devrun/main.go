@@ -6,7 +6,10 @@
 // 127.0.0.1:4223 unless one listens there; the worker and the demo's
 // publisher both take the NATS_* TLS and credential settings of the
 // environment, ingress.SecurityFromEnv) and the HTTP
-// API (starter serve, on HTTP_ADDR or 127.0.0.1:8080), creates a demo API key (tenant default,
+// API (starter serve, on HTTP_ADDR or 127.0.0.1:8080), both sending their
+// traces over OTLP to the trace viewer (bin/jaeger, which it starts with its
+// UI on 127.0.0.1:16686 and OTLP on 127.0.0.1:4318, unless
+// OTEL_EXPORTER_OTLP_ENDPOINT names a receiver or one listens there), creates a demo API key (tenant default,
 // every scope) and prints it, plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
 // While it runs, data/devrun.pid holds its process ID (for scripts to stop it).
@@ -40,6 +43,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rollout"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/jaeger"
 	"github.com/entityflow/entityflow/tenant"
 )
 
@@ -115,6 +119,18 @@ func run() error {
 		}
 		children = append(children, nats)
 	}
+	traces := planTraces(os.Getenv, listening, jaeger.Binary)
+	fmt.Println(traces.note)
+	if traces.start {
+		viewer, err := startJaeger()
+		if err != nil {
+			// Traces are a help, not the demo: go on without them.
+			fmt.Printf("the trace viewer did not start (%v); going on without traces\n", err)
+			traces = tracePlan{}
+		} else {
+			children = append(children, viewer)
+		}
+	}
 	workerArgs := []string{"-address", address, "-deployment-name", rollout.DefaultDeployment, "-build-id", devBuildID, "-ingest=false"}
 	if natsURL != "" {
 		workerArgs = append(workerArgs, "-ingest", "-nats-url", natsURL)
@@ -122,7 +138,7 @@ func run() error {
 	} else {
 		fmt.Println("INGEST_ENABLED=false: the worker runs without the bus ingress")
 	}
-	worker, err := startChild("worker", filepath.Join("bin", "worker"), workerArgs...)
+	worker, err := startChildEnv("worker", traces.env(os.Getenv, workerService), filepath.Join("bin", "worker"), workerArgs...)
 	if err != nil {
 		return err
 	}
@@ -131,7 +147,7 @@ func run() error {
 	if httpAddr == "" {
 		httpAddr = apiAddress
 	}
-	api, err := startChild("starter", filepath.Join("bin", "starter"), "serve", "-address", address, "-http-addr", httpAddr)
+	api, err := startChildEnv("starter", traces.env(os.Getenv, apiService), filepath.Join("bin", "starter"), "serve", "-address", address, "-http-addr", httpAddr)
 	if err != nil {
 		return err
 	}
@@ -187,6 +203,9 @@ func run() error {
 		fmt.Printf("\nList:   bin/temporal --address %s --namespace %s workflow list  (entities are rewards-demo-*, runs activity-*)\n", address, opts.Namespace)
 	}
 	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Authorization: Bearer %s' -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, apiKey, httpAddr)
+	if traces.ui != "" {
+		fmt.Printf("Traces: %s/search?service=%s  (Jaeger; the worker and the API send OTLP to %s)\n", traces.ui, apiService, traces.endpoint)
+	}
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
 
@@ -317,6 +336,12 @@ func startListening(name, what, address string, within time.Duration, path strin
 // startChild starts a program in its own process group, logging to data/NAME.log,
 // so Ctrl-C reaches it only through stopAll, in order.
 func startChild(name, path string, args ...string) (*exec.Cmd, error) {
+	return startChildEnv(name, nil, path, args...)
+}
+
+// startChildEnv starts a child like startChild, with env (NAME=value) on
+// top of devrun's own environment.
+func startChildEnv(name string, env []string, path string, args ...string) (*exec.Cmd, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -325,6 +350,9 @@ func startChild(name, path string, args ...string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

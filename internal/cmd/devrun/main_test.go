@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,6 +180,63 @@ func TestIngestURL(t *testing.T) {
 			got, start, err := ingestURL(func(k string) string { return tt.env[k] }, func(string) bool { return tt.listening })
 			if (err != nil) != tt.wantErr || got != tt.want || start != tt.start {
 				t.Fatalf("ingestURL = %q, %v, %v; want %q, %v, error %v", got, start, err, tt.want, tt.start, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestPlanTraces(t *testing.T) {
+	const local = "http://127.0.0.1:4318"
+	tests := []struct {
+		name      string
+		env       map[string]string
+		listening []string
+		binary    bool
+		want      tracePlan
+		note      string
+	}{
+		{name: "starts bin/jaeger", binary: true, want: tracePlan{endpoint: local, start: true, ui: "http://127.0.0.1:16686"}, note: "starting the trace viewer"},
+		{name: "a receiver already listens", listening: []string{"127.0.0.1:4318", "127.0.0.1:16686"}, binary: true, want: tracePlan{endpoint: local, ui: "http://127.0.0.1:16686"}, note: "already listening"},
+		{name: "a receiver without a UI", listening: []string{"127.0.0.1:4318"}, want: tracePlan{endpoint: local}, note: "already listening"},
+		{name: "the environment names one", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, binary: true, note: "http://collector:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)"},
+		{name: "a traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, binary: true, note: "(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)"},
+		{name: "the SDK turned off", env: map[string]string{"OTEL_SDK_DISABLED": "true"}, binary: true, note: "send no traces"},
+		{name: "no bin/jaeger", note: "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 with `docker run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			binary := func() (string, error) {
+				if tt.binary {
+					return "bin/jaeger", nil
+				}
+				return "", errors.New("no jaeger")
+			}
+			got := planTraces(func(k string) string { return tt.env[k] }, func(a string) bool { return slices.Contains(tt.listening, a) }, binary)
+			if got.endpoint != tt.want.endpoint || got.start != tt.want.start || got.ui != tt.want.ui || !strings.Contains(got.note, tt.note) {
+				t.Fatalf("planTraces = %+v, want %+v with a note containing %q", got, tt.want, tt.note)
+			}
+		})
+	}
+}
+
+// The worker and the API get the plan's endpoint and a service name each,
+// unless OTEL_SERVICE_NAME names one for every program.
+func TestTracePlanEnv(t *testing.T) {
+	plan := tracePlan{endpoint: "http://127.0.0.1:4318"}
+	tests := []struct {
+		name string
+		plan tracePlan
+		env  map[string]string
+		want []string
+	}{
+		{name: "devrun's viewer", plan: plan, want: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", "OTEL_SERVICE_NAME=entityflow-api"}},
+		{name: "a service name given", plan: plan, env: map[string]string{"OTEL_SERVICE_NAME": "mine"}, want: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318"}},
+		{name: "the environment's endpoint", want: []string{"OTEL_SERVICE_NAME=entityflow-api"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.plan.env(func(k string) string { return tt.env[k] }, apiService); !slices.Equal(got, tt.want) {
+				t.Fatalf("env = %v, want %v", got, tt.want)
 			}
 		})
 	}
