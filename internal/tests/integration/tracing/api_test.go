@@ -1,0 +1,60 @@
+package tracing_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/entityflow/entityflow/internal/infra/tracing"
+	"github.com/entityflow/entityflow/internal/service/httpapi"
+	"github.com/entityflow/entityflow/internal/service/idempotency"
+	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testkit/authtest"
+	"github.com/entityflow/entityflow/tenant"
+)
+
+// One points request makes one trace: the HTTP server span, named for its
+// route, is the root; the Temporal client's call its child; the entity's
+// workflow, update handler, activities and their SQL statements below.
+func TestPointsRequestTrace(t *testing.T) {
+	logger := quiet(t)
+	w := newWorld(t, logger)
+	keys := authtest.WithStore(w.store)
+	api := &httpapi.Server{
+		Rewards:     &rewardsclient.Client{Temporal: w.c, Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
+		Auth:        keys.Auth,
+		Metrics:     httpapi.NewMetrics(prometheus.NewRegistry()),
+		Logger:      logger,
+	}
+	url := serve(t, tracing.HTTPHandler(api.Handler(), "entityflow-api"))
+	// Enough points for a tier change: the entity notifies it by an
+	// activity that writes to the database.
+	resp := postJSON(t, url+"/v1/customers/c-traced/points",
+		map[string]any{"activity": "purchase", "points": 600, "source_id": "order-1"},
+		map[string]string{"Authorization": "Bearer " + keys.Issue(t, tenant.Default), "Idempotency-Key": "k-traced"})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("points: status %d", resp.StatusCode)
+	}
+	var root []trace.TraceID
+	for _, s := range spans.GetSpans() {
+		if s.Name == "POST /v1/customers/{id}/points" && !s.Parent.IsValid() {
+			root = append(root, s.SpanContext.TraceID())
+		}
+	}
+	if len(root) != 1 {
+		t.Fatalf("want one root span POST /v1/customers/{id}/points, got %d", len(root))
+	}
+	endWorkflowSpans()
+	tr := waitForTrace(t, root[0], "POST /v1/customers/{id}/points", "UpdateWithStartWorkflow:", "RunWorkflow:", "HandleUpdate:", "RunActivity:", "sql.")
+	t.Logf("the trace of one points request:\n%s", tr)
+	server := tr.named("POST /v1/customers/{id}/points")[0]
+	if server.SpanKind != trace.SpanKindServer {
+		t.Errorf("the HTTP span is a %s span, want server", server.SpanKind)
+	}
+	checkEntitySpans(t, tr, server)
+}
