@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -40,10 +41,14 @@ func TestPointsRequestTrace(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("points: status %d", resp.StatusCode)
 	}
+	// The server span ends once the handler has returned, which may be
+	// after the client has the answer.
 	var root []trace.TraceID
-	for _, s := range spans.GetSpans() {
-		if s.Name == "POST /v1/customers/{id}/points" && !s.Parent.IsValid() {
-			root = append(root, s.SpanContext.TraceID())
+	for deadline := time.Now().Add(10 * time.Second); len(root) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, s := range spans.GetSpans() {
+			if s.Name == "POST /v1/customers/{id}/points" && !s.Parent.IsValid() {
+				root = append(root, s.SpanContext.TraceID())
+			}
 		}
 	}
 	if len(root) != 1 {
