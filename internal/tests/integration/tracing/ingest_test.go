@@ -20,6 +20,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -32,7 +33,7 @@ import (
 func TestIngestedMessageTrace(t *testing.T) {
 	logs := &lockedBuffer{}
 	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	w := newWorld(t, quiet(t))
+	w := newWorld(t, quiet(t), dbtest.SQLite(t))
 	srv := natsserver.ForTest(t)
 	nc, err := nats.Connect(srv.URL, nats.Timeout(3*time.Second))
 	if err != nil {

@@ -51,13 +51,14 @@ func TestMain(m *testing.M) {
 
 // world is a dev server whose client carries the tracing interceptor (the
 // programs' client options: temporalclient.Options), the rewards worker
-// built on it, and a store whose statements are traced (storeconn.Open).
+// built on it, and a store whose statements are traced (storeconn.Open) on
+// db (dbtest.SQLite or dbtest.Postgres).
 type world struct {
 	c     client.Client
 	store *store.Store
 }
 
-func newWorld(t *testing.T, logger *slog.Logger) *world {
+func newWorld(t *testing.T, logger *slog.Logger, db dbtest.Backend) *world {
 	t.Helper()
 	opts, err := temporalclient.Options("", "", logger)
 	if err != nil {
@@ -68,7 +69,7 @@ func newWorld(t *testing.T, logger *slog.Logger) *world {
 		t.Fatal("tracing is on, yet the client options carry no interceptor")
 	}
 	c := devserver.ForTest(t, devserver.Options{ClientOptions: &opts}).Client()
-	st, err := storeconn.Open(context.Background(), dbtest.SQLite(t).URL, logger)
+	st, err := storeconn.Open(context.Background(), db.URL, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
