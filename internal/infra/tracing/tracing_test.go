@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -174,5 +177,39 @@ func TestSetupExportsToTheEndpoint(t *testing.T) {
 	}
 	if posts.Load() == 0 {
 		t.Error("shutdown flushed nothing to the OTLP endpoint")
+	}
+}
+
+// HTTPHandler makes a span named for the route, but none for the
+// untraced paths.
+func TestHTTPHandler(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	old := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(old) })
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/customers/{id}/points", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("GET /healthz", func(http.ResponseWriter, *http.Request) {})
+	h := HTTPHandler(mux, "api", "/healthz")
+	tests := []struct {
+		method, path string
+		want         []string
+	}{
+		{method: http.MethodPost, path: "/v1/customers/c-1/points", want: []string{"POST /v1/customers/{id}/points"}},
+		{method: http.MethodGet, path: "/healthz", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			spans.Reset()
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tt.method, tt.path, nil))
+			var got []string
+			for _, s := range spans.GetSpans() {
+				got = append(got, s.Name)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("spans %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -133,7 +133,7 @@ func listen(ctx context.Context, cfg Config, b backends, logger *slog.Logger) (h
 		handler = withCodecEndpoint(handler, codecEndpoint(b.codec, b.codecOrigins, authn))
 	}
 	if tracing.Enabled() {
-		handler = tracing.HTTPHandler(handler, "entityflow-api")
+		handler = tracing.HTTPHandler(handler, "entityflow-api", "/healthz", "/metrics")
 	}
 	return handler, ln, nil
 }
