@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
+	"github.com/entityflow/entityflow/internal/infra/tracing"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/apiserver"
 )
@@ -57,7 +58,8 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, error) {
 
 // serveCommand runs the HTTP API (apiserver.Run) until SIGINT or SIGTERM,
 // then stops taking requests and lets those in flight finish (up to
-// -shutdown-timeout).
+// -shutdown-timeout). With the OTEL_* variables of an OTLP receiver it
+// exports a trace per request (tracing.Setup), flushed at the end.
 func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	cfg, err := parseServe(fs, args)
 	if err != nil {
@@ -68,6 +70,21 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return fmt.Errorf("%s: %w", serveFlag("log-level"), err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	shutdownTracing, err := tracing.Setup(ctx, "entityflow-api")
+	if err != nil {
+		return err
+	}
+	defer flushSpans(shutdownTracing, logger)
 	return apiserver.Run(ctx, cfg.server, logger, out)
+}
+
+// flushSpans exports the spans still queued, waiting at most 5 s for the
+// OTLP receiver, once the API has stopped serving.
+func flushSpans(shutdown func(context.Context) error, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		logger.Warn("spans lost at shutdown", "error", err)
+	}
 }

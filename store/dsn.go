@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -85,14 +87,18 @@ func withParams(dsn string) string {
 	return dsn + "?" + sqliteParams
 }
 
-// open creates the database/sql handle without connecting.
-func (t target) open() (*sql.DB, error) {
+// open creates the database/sql handle without connecting, through opener
+// (sql.OpenDB when nil).
+func (t target) open(opener Opener) (*sql.DB, error) {
+	if opener == nil {
+		opener = func(_ string, c driver.Connector) *sql.DB { return sql.OpenDB(c) }
+	}
 	if t.dialect == DialectPostgres {
 		cfg, err := pgx.ParseConfig(t.dsn)
 		if err != nil {
 			return nil, fmt.Errorf("parse postgres DATABASE_URL: %w", err)
 		}
-		db := stdlib.OpenDB(*cfg)
+		db := opener(t.dialect, stdlib.GetConnector(*cfg))
 		db.SetMaxOpenConns(postgresMaxConns)
 		db.SetMaxIdleConns(postgresMaxConns)
 		db.SetConnMaxIdleTime(5 * time.Minute)
@@ -103,11 +109,38 @@ func (t target) open() (*sql.DB, error) {
 			return nil, fmt.Errorf("create directory of sqlite database %s: %w", t.where, err)
 		}
 	}
-	db, err := sql.Open("sqlite", t.dsn)
+	drv, err := sqliteDriver()
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", t.where, err)
 	}
+	db := opener(t.dialect, sqliteConnector{dsn: t.dsn, driver: drv})
 	db.SetMaxOpenConns(sqliteMaxConns)
 	db.SetMaxIdleConns(sqliteMaxConns)
 	return db, nil
 }
+
+// sqliteDriver is the driver modernc.org/sqlite registers as "sqlite".
+func sqliteDriver() (driver.Driver, error) {
+	db, err := sql.Open("sqlite", "")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.Driver(), nil
+}
+
+// sqliteConnector opens connections to the SQLite database dsn through
+// driver, as sql.Open("sqlite", dsn) would: modernc.org/sqlite has no
+// connector of its own.
+type sqliteConnector struct {
+	dsn    string
+	driver driver.Driver
+}
+
+// Connect opens one connection.
+func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
+	return c.driver.Open(c.dsn)
+}
+
+// Driver is the connector's driver.
+func (c sqliteConnector) Driver() driver.Driver { return c.driver }

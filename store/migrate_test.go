@@ -122,7 +122,7 @@ func openAtVersion(t *testing.T, url string, version int64) *Store {
 	ctx := context.Background()
 	target, err := parseURL(url)
 	require.NoError(t, err)
-	db, err := target.open()
+	db, err := target.open(nil)
 	require.NoError(t, err)
 	s := &Store{db: db, dialect: target.dialect}
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })

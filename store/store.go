@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 )
@@ -52,11 +53,21 @@ type Store struct {
 // An unreachable database makes Open fail with an error for which
 // IsUnavailable reports true.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	return OpenWith(ctx, databaseURL, nil)
+}
+
+// Opener makes the database/sql handle of a dialect's driver connector
+// (DialectSQLite, DialectPostgres). A program that instruments its
+// statements, such as with traces, passes one that wraps the connector.
+type Opener func(dialect string, connector driver.Connector) *sql.DB
+
+// OpenWith is Open with the handle made by opener; nil is sql.OpenDB.
+func OpenWith(ctx context.Context, databaseURL string, opener Opener) (*Store, error) {
 	t, err := parseURL(databaseURL)
 	if err != nil {
 		return nil, err
 	}
-	db, err := t.open()
+	db, err := t.open(opener)
 	if err != nil {
 		return nil, err
 	}

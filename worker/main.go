@@ -38,6 +38,11 @@
 // (ingest_*) are on the worker's /metrics. With -task-queues none the
 // process is an ingress only. On shutdown the ingress stops first: queued
 // messages are nacked, those in flight get -ingest-stop-timeout.
+//
+// Tracing. With OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp)
+// the worker exports OpenTelemetry spans of its workflows, activities, SQL
+// statements and ingested messages (a W3C traceparent in a message's
+// headers continues the producer's trace); see internal/infra/tracing.
 package main
 
 import (
@@ -59,6 +64,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/infra/pollers"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/infra/tracing"
 	"github.com/entityflow/entityflow/internal/service/workerprocess"
 	"github.com/entityflow/entityflow/workflows/platform"
 	"github.com/entityflow/entityflow/workflows/rewards"
@@ -81,10 +87,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := tracing.Setup(ctx, "entityflow-worker")
+	if err != nil {
+		return err
+	}
+	defer flushSpans(shutdownTracing, logger)
 	return workerprocess.Run(ctx, cfg.Config, logger)
+}
+
+// flushSpans exports the spans still queued, waiting at most 5 s for the
+// OTLP receiver, once the process has stopped working.
+func flushSpans(shutdown func(context.Context) error, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		logger.Warn("spans lost at shutdown", "error", err)
+	}
 }
 
 // config is what the flags and the environment ask of the worker: the

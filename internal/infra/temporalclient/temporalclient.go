@@ -5,7 +5,8 @@
 // it also reads the server's version, for what depends on it. When payload
 // keys are configured (payloadcodec.KeysFileEnv or KeysEnv), every program's
 // data converter encrypts payloads with them, so that workers, clients and
-// the HTTP API agree.
+// the HTTP API agree. With tracing on (tracing.Enabled) the client, and every
+// worker built on it, carries the SDK's tracing interceptor.
 package temporalclient
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
+	"github.com/entityflow/entityflow/internal/infra/tracing"
 )
 
 // DefaultAddress is used when neither a flag nor the environment names a server.
@@ -66,6 +68,15 @@ func OptionsWithCodec(address, namespace string, logger *slog.Logger) (client.Op
 	}
 	if logger != nil {
 		opts.Logger = log.NewStructuredLogger(logger)
+	}
+	if tracing.Enabled() {
+		// Also a worker interceptor: the workers built on the client trace
+		// their workflows and activities.
+		i, err := tracing.TemporalInterceptor()
+		if err != nil {
+			return client.Options{}, nil, err
+		}
+		opts.Interceptors = append(opts.Interceptors, i)
 	}
 	return opts, codec, nil
 }

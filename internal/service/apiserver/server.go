@@ -19,6 +19,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/infra/storeconn"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/infra/tracing"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/httpapi"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
@@ -96,7 +97,8 @@ type backends struct {
 }
 
 // listen builds the API's handler (authentication, idempotency, admission,
-// metrics, and the codec endpoint beside it when b has a codec) and listens
+// metrics, and the codec endpoint beside it when b has a codec; inside a
+// server span per request when tracing is on) and listens
 // on cfg.HTTPAddr.
 func listen(ctx context.Context, cfg Config, b backends, logger *slog.Logger) (http.Handler, net.Listener, error) {
 	reg := prometheus.NewRegistry()
@@ -129,6 +131,9 @@ func listen(ctx context.Context, cfg Config, b backends, logger *slog.Logger) (h
 	handler := api.Handler()
 	if b.codec != nil {
 		handler = withCodecEndpoint(handler, codecEndpoint(b.codec, b.codecOrigins, authn))
+	}
+	if tracing.Enabled() {
+		handler = tracing.HTTPHandler(handler, "entityflow-api", "/healthz", "/metrics")
 	}
 	return handler, ln, nil
 }

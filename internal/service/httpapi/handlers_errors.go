@@ -63,17 +63,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryAfterTooManyRuns)
 		problem.Write(w, problem.Details{Type: problemTooManyRuns, Title: "Too many runs in flight", Status: http.StatusTooManyRequests, Detail: err.Error()})
 	case errors.Is(err, rewardsclient.ErrOutcomeUnknown):
-		s.logger().Warn("outcome unknown at the request deadline", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.logger().WarnContext(r.Context(), "outcome unknown at the request deadline", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterOutcomeUnknown)
 		problem.Write(w, problem.Details{Type: problemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusGatewayTimeout,
 			Detail: "the command may or may not have been applied: its outcome was still unknown when the request's deadline passed. " +
 				"Retrying with the same Idempotency-Key cannot apply it twice: the entity recognises the key and answers with the first result"})
 	case unavailable(err):
-		s.logger().Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.logger().WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterUnavailable)
 		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable, Detail: err.Error()})
 	default:
-		s.logger().Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.logger().ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		problem.Write(w, problem.Details{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: err.Error()})
 	}
 }

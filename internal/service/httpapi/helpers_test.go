@@ -32,7 +32,7 @@ func send(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 // database) and returns its handler as a client holding an API key of the
 // default tenant with every scope sees it: a request without an
 // Authorization header is sent with the key's.
-func withKey(t *testing.T, api *httpapi.Server) http.Handler {
+func withKey(t testing.TB, api *httpapi.Server) http.Handler {
 	t.Helper()
 	keys := authtest.New(t)
 	api.Auth = keys.Auth

@@ -70,7 +70,9 @@ func (d *dispatcher) batchBehind(key string, first *job) []*job {
 // its own event's answer, exactly as handle would have settled it alone. A
 // job behind an earlier message of its key that is backing off is nacked
 // to follow it, as handle does, and so is one parked on arrival whose
-// tenant has no token left; the batch goes without them.
+// tenant has no token left; the batch goes without them. The call is one
+// consumer span, in the first message's producer trace, linked to the
+// others' (startSpan).
 func (d *dispatcher) handleBatch(ctx context.Context, jobs []*job) {
 	var live []*job
 	for _, j := range jobs {
@@ -88,9 +90,10 @@ func (d *dispatcher) handleBatch(ctx context.Context, jobs []*job) {
 		j.attempts++
 		items[i] = j.batch.item
 	}
+	ctx, span := startSpan(ctx, live)
 	pctx, cancel := context.WithTimeout(ctx, d.cfg.ProcessTimeout)
 	began := time.Now()
-	d.in.Logger.Debug("ingress: applying a batch", "source", live[0].src.name, "group", live[0].batch.group, "items", len(live))
+	d.in.Logger.DebugContext(ctx, "ingress: applying a batch", "source", live[0].src.name, "group", live[0].batch.group, "items", len(live))
 	res, err := live[0].batch.apply(pctx, items)
 	cancel()
 	if err == nil && len(res) != len(live) {
@@ -99,6 +102,7 @@ func (d *dispatcher) handleBatch(ctx context.Context, jobs []*job) {
 	if err == nil {
 		d.observeApply(time.Since(began) / time.Duration(len(live)))
 	}
+	defer endSpan(span, "", err)
 	// Each job is settled on its own answer; their acks (each a round trip
 	// to JetStream, confirmed) go at once, up to settleConcurrency, for a
 	// batch of hundreds settled one after the other would take longer than

@@ -699,12 +699,14 @@ func (d *dispatcher) deferred(j *job) bool {
 }
 
 // handle settles one job: applies it, then acks, nacks or dead-letters it
-// as Decide says, counting this try among its attempts.
+// as Decide says, counting this try among its attempts; all inside the
+// message's consumer span (startSpan), in its producer's trace.
 func (d *dispatcher) handle(ctx context.Context, j *job) {
 	if d.deferred(j) {
 		return
 	}
 	j.attempts++
+	ctx, span := startSpan(ctx, []*job{j})
 	err := j.err
 	outcome := ""
 	if err == nil {
@@ -717,6 +719,7 @@ func (d *dispatcher) handle(ctx context.Context, j *job) {
 		}
 	}
 	d.settle(ctx, j, outcome, err)
+	endSpan(span, outcome, err)
 }
 
 // settle acks, nacks or dead-letters j, tried with outcome or err, as
@@ -734,21 +737,21 @@ func (d *dispatcher) settle(ctx context.Context, j *job, outcome string, err err
 			reason, delay = "shutdown", 0
 		}
 		if reason == "unexplained" {
-			log.Warn("ingress: unexplained failure; retrying", "retry_in", delay, "error", err)
+			log.WarnContext(ctx, "ingress: unexplained failure; retrying", "retry_in", delay, "error", err)
 		} else {
-			log.Info("ingress: retrying", "reason", reason, "retry_in", delay, "error", err)
+			log.InfoContext(ctx, "ingress: retrying", "reason", reason, "retry_in", delay, "error", err)
 		}
 		d.backOff(j, delay)
 		d.nak(j, delay, reason)
 	case DeadLetter:
 		if perr := d.deadLetter(ctx, j, dec.Reason, err); perr != nil {
 			delay := d.cfg.Retry.Delay(j.attempts)
-			log.Warn("ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
+			log.WarnContext(ctx, "ingress: dead-lettering failed; retrying", "reason", dec.Reason, "error", err, "publish_error", perr, "retry_in", delay)
 			d.backOff(j, delay)
 			d.nak(j, delay, "transient")
 			return
 		}
-		log.Warn("ingress: dead-lettered", "reason", dec.Reason, "error", err)
+		log.WarnContext(ctx, "ingress: dead-lettered", "reason", dec.Reason, "error", err)
 		d.in.Metrics.deadLettered.WithLabelValues(j.src.name, dec.Reason).Inc()
 		d.ack(j, OutcomeDeadLettered)
 	}

@@ -117,9 +117,9 @@ func traceJob(log *slog.Logger, j *job) {
 		return
 	}
 	j.apply = func(ctx context.Context) (string, error) {
-		log.Debug("ingress: applying")
+		log.DebugContext(ctx, "ingress: applying")
 		outcome, err := apply(ctx)
-		log.Debug("ingress: applied", "outcome", outcome, "error", err)
+		log.DebugContext(ctx, "ingress: applied", "outcome", outcome, "error", err)
 		return outcome, err
 	}
 }
