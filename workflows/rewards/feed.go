@@ -206,6 +206,39 @@ const (
 	publishMaxInterval = 10 * time.Second
 )
 
+// The local publication: an attempt gets publishLocalAttempt, all of them
+// together publishLocalBudget, before the run falls back to the activity.
+const (
+	publishLocalAttempt = 2 * time.Second
+	publishLocalBudget  = 5 * time.Second
+)
+
+// publish runs PublishChanges for a batch: first as a local activity, which
+// publishes inside the workflow task that made the changes (a marker in
+// history, no activity task round trip: an update answered with a change
+// costs about what it cost without the feed), and should that fail for
+// publishLocalBudget (NATS down, or a worker whose feed is off), as the
+// activity, which retries without limit on the server's timers, on
+// whichever worker polls. One publication of the batch runs at a time,
+// so the order argument of publishChanges holds across the two.
+func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: publishLocalBudget,
+		StartToCloseTimeout:    publishLocalAttempt,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    100 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Second,
+		},
+	})
+	err := workflow.ExecuteLocalActivity(lctx, ActivityPublishChanges, batch).Get(ctx, nil)
+	if err == nil || temporal.IsCanceledError(err) {
+		return err
+	}
+	e.log.Warn("publishing changes locally failed; falling back to the PublishChanges activity", "first_seq", batch.Changes[0].Seq, "error", err)
+	return workflow.ExecuteActivity(withPublishOptions(ctx), ActivityPublishChanges, batch).Get(ctx, nil)
+}
+
 // publishChanges publishes the outbox, one PublishChanges activity at a time:
 // up to MaxChangesPerPublish changes from its head, which leave it once the
 // activity succeeded. It is not counted in flight: a ContinueAsNew does not
@@ -221,7 +254,7 @@ func (e *entity) publishChanges(ctx workflow.Context) {
 		n := min(len(e.st.Outbox), MaxChangesPerPublish)
 		batch := ChangeBatch{Changes: slices.Clone(e.st.Outbox[:n])}
 		e.publishing = true
-		err := workflow.ExecuteActivity(withPublishOptions(ctx), ActivityPublishChanges, batch).Get(ctx, nil)
+		err := e.publish(ctx, batch)
 		e.publishing = false
 		var canceled *temporal.CanceledError
 		if errors.As(err, &canceled) {
