@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -283,5 +284,33 @@ func TestParseFeedMode(t *testing.T) {
 		if got != tc.want || (err == nil) != tc.ok {
 			t.Errorf("ParseFeedMode(%q) = %q, %v", tc.in, got, err)
 		}
+	}
+}
+
+// A run held back to release 5 (RewardsReleaseCap, after a rollback of the
+// setting) that is handed unpublished changes publishes them, makes no new
+// one, and still completes only once they are out.
+func TestFeedOutboxPublishedByARunHeldBack(t *testing.T) {
+	h, s := feedEntity(t, rewards.FeedAll)
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+		env.SetWorkerOptions(worker.Options{PreferredVersionProvider: rewards.RewardsReleaseCap(5)})
+	}
+	id := rewards.RewardsWorkflowID("c-held")
+	pending := rewards.Change{Seq: 4, Kind: rewards.ChangeTierChanged, TenantID: "default", CustomerID: "c-held", WorkflowID: id,
+		At: start, Cause: rewards.Cause{Type: rewards.CauseEvent, DedupKey: "k-3"}, Balance: 600, From: rewards.TierBasic, To: rewards.TierGold}
+	s.ids = map[string]bool{id + ":1": true, id + ":2": true, id + ":3": true}
+	s.stored = []rewards.Change{{Seq: 1, WorkflowID: id}, {Seq: 2, WorkflowID: id}, {Seq: 3, WorkflowID: id}}
+	in := rewards.RewardsInput{CustomerID: "c-held", Carried: &rewards.RewardsState{Run: 2, Points: 600, EnrollRecorded: true,
+		NotifiedTier: rewards.TierGold, FeedSeq: 4, Outbox: []rewards.Change{pending}}}
+	res := h.run(in, func(env *testsuite.TestWorkflowEnvironment) {
+		signal(env, time.Second, event("k-4", 600))
+		unenroll(env, time.Minute)
+	})
+	if res.err != nil || res.next != nil {
+		t.Fatalf("run: %+v", res)
+	}
+	s.check(t, id)
+	if len(s.stored) != 4 || s.stored[3].Kind != rewards.ChangeTierChanged {
+		t.Fatalf("stream %+v, want the handed change only", s.stored)
 	}
 }

@@ -231,7 +231,9 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 		e.background(ctx, e.readSearchAttributeSupport)
 	}
 	workflow.Go(ctx, e.notifyTierChanges)
-	if e.release >= feedRelease {
+	if e.release >= feedRelease || len(e.st.Outbox) > 0 {
+		// A run held back below release 6 (RewardsReleaseCap) still
+		// publishes the changes it was handed, and makes none.
 		workflow.Go(ctx, e.publishChanges)
 	}
 
