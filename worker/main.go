@@ -38,6 +38,14 @@
 // (ingest_*) are on the worker's /metrics. With -task-queues none the
 // process is an ingress only. On shutdown the ingress stops first: queued
 // messages are nacked, those in flight get -ingest-stop-timeout.
+//
+// Change feed. With -change-feed changes or all (env CHANGE_FEED; default
+// off) the rewards entities publish their changes (enrolled, unenrolled,
+// tier_changed; with all, balance_changed besides) to JetStream on
+// {-change-feed-prefix}.{tenant}.{customer} (default rewards.changes, stream
+// -change-feed-stream REWARDS_CHANGES, created at start), exactly once and
+// in order per entity, over the NATS connection settings above
+// (internal/service/changefeed, docs/change-feed.md).
 package main
 
 import (
