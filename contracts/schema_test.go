@@ -207,6 +207,7 @@ func TestSchemas(t *testing.T) {
 	for file, id := range map[string]string{
 		contracts.EventEnvelopeSchemaFile:      contracts.EventEnvelopeSchemaID,
 		contracts.ActivityDefinitionSchemaFile: contracts.ActivityDefinitionSchemaID,
+		contracts.RewardsChangeSchemaFile:      contracts.RewardsChangeSchemaID,
 	} {
 		var doc struct {
 			Schema string `json:"$schema"`
@@ -220,8 +221,8 @@ func TestSchemas(t *testing.T) {
 			t.Errorf("%s: $schema %q, $id %q, title %q", file, doc.Schema, doc.ID, doc.Title)
 		}
 	}
-	if len(all) != 2 {
-		t.Errorf("Schemas() has %d entries, want 2", len(all))
+	if len(all) != 3 {
+		t.Errorf("Schemas() has %d entries, want 3", len(all))
 	}
 	all[contracts.EventEnvelopeSchemaFile][0] = 'x'
 	if contracts.EventEnvelopeSchema()[0] != '{' {

@@ -23,7 +23,7 @@ func addIngestFlags(fs *flag.FlagSet, c *workerprocess.IngestConfig) func() erro
 	var tenants, tenantRates string
 	var tenantRate float64
 	fs.BoolVar(&c.Enabled, "ingest", false, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that")
-	fs.StringVar(&c.NATSURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress, comma-separated")
+	fs.StringVar(&c.NATSURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress and the change feed, comma-separated")
 	fs.StringVar(&c.NATS.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
 	fs.StringVar(&c.NATS.CertFile, "nats-cert", "", "PEM `file` of the ingress's TLS client certificate, with -nats-key")
 	fs.StringVar(&c.NATS.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")

@@ -43,6 +43,14 @@
 // the worker exports OpenTelemetry spans of its workflows, activities, SQL
 // statements and ingested messages (a W3C traceparent in a message's
 // headers continues the producer's trace); see internal/infra/tracing.
+//
+// Change feed. With -change-feed changes or all (env CHANGE_FEED; default
+// off) the rewards entities publish their changes (enrolled, unenrolled,
+// tier_changed; with all, balance_changed besides) to JetStream on
+// {-change-feed-prefix}.{tenant}.{customer} (default rewards.changes, stream
+// -change-feed-stream REWARDS_CHANGES, created at start), exactly once and
+// in order per entity, over the NATS connection settings above
+// (internal/service/changefeed, docs/change-feed.md).
 package main
 
 import (
@@ -65,6 +73,8 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/pollers"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/infra/tracing"
+	"github.com/entityflow/entityflow/internal/service/changefeed"
+	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/workerprocess"
 	"github.com/entityflow/entityflow/workflows/platform"
 	"github.com/entityflow/entityflow/workflows/rewards"
@@ -135,17 +145,20 @@ func taskQueues(flagValue string) []string {
 // flag given on the command line beats its variable, which beats the flag's
 // default.
 var environment = flagenv.Vars{
-	"address":           "TEMPORAL_ADDRESS",
-	"namespace":         "TEMPORAL_NAMESPACE",
-	"task-queues":       "TASK_QUEUES",
-	"database-url":      "DATABASE_URL",
-	"log-level":         "LOG_LEVEL",
-	"sticky-cache-size": "STICKY_CACHE_SIZE",
-	"metrics-addr":      "METRICS_ADDR",
-	"deployment-name":   "WORKER_DEPLOYMENT_NAME",
-	"build-id":          "WORKER_BUILD_ID",
-	"rewards-release":   "REWARDS_RELEASE",
-	"pollers":           "WORKER_POLLERS",
+	"address":            "TEMPORAL_ADDRESS",
+	"namespace":          "TEMPORAL_NAMESPACE",
+	"task-queues":        "TASK_QUEUES",
+	"database-url":       "DATABASE_URL",
+	"log-level":          "LOG_LEVEL",
+	"sticky-cache-size":  "STICKY_CACHE_SIZE",
+	"metrics-addr":       "METRICS_ADDR",
+	"deployment-name":    "WORKER_DEPLOYMENT_NAME",
+	"build-id":           "WORKER_BUILD_ID",
+	"rewards-release":    "REWARDS_RELEASE",
+	"pollers":            "WORKER_POLLERS",
+	"change-feed":        "CHANGE_FEED",
+	"change-feed-stream": "CHANGE_FEED_STREAM",
+	"change-feed-prefix": "CHANGE_FEED_PREFIX",
 
 	"ingest":                    "INGEST_ENABLED",
 	"nats-url":                  "NATS_URL",
@@ -206,6 +219,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 // flagValues are the worker's own flags as parsed, before fill checks them.
 type flagValues struct {
 	address, namespace, queues, databaseURL, logLevel, metricsAddr, pollers string
+	changeFeed, changeFeedStream, changeFeedPrefix                          string
 	stopTimeout                                                             time.Duration
 	cacheSize, rewardsRelease                                               int
 	version                                                                 worker.WorkerDeploymentVersion
@@ -225,6 +239,9 @@ func addFlags(fs *flag.FlagSet) *flagValues {
 	fs.StringVar(&v.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
 	fs.StringVar(&v.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
 	fs.IntVar(&v.rewardsRelease, "rewards-release", rewards.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", rewards.RewardsRelease))
+	fs.StringVar(&v.changeFeed, "change-feed", string(rewards.FeedOff), "`mode` of the rewards entities' change feed to JetStream (NATS at -nats-url): off, changes (enrolled, unenrolled, tier_changed) or all (balance_changed besides)")
+	fs.StringVar(&v.changeFeedStream, "change-feed-stream", changefeed.DefaultStream, "JetStream `stream` of the change feed, created at start if missing")
+	fs.StringVar(&v.changeFeedPrefix, "change-feed-prefix", changefeed.DefaultPrefix, "subject `prefix` of the change feed: {prefix}.{tenant}.{customer}")
 	fs.StringVar(&v.pollers, "pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
 	return v
 }
@@ -251,8 +268,40 @@ func (v *flagValues) fill(c *config) error {
 	if err := validateVersion(c.Version); err != nil {
 		return err
 	}
+	if err := v.fillChangeFeed(c); err != nil {
+		return err
+	}
 	if err := c.logLevel.UnmarshalText([]byte(v.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
+	}
+	return nil
+}
+
+// fillChangeFeed checks the change feed's flags and puts them in c. The feed
+// connects with the ingress's NATS settings, so those are checked here too
+// when the ingress is off; and a feed whose subjects fall under the points
+// stream's ({-ingest-points-prefix}.>) is refused, since one NATS account
+// cannot have two streams take the same subjects.
+func (v *flagValues) fillChangeFeed(c *config) error {
+	mode, err := rewards.ParseFeedMode(v.changeFeed)
+	if err != nil {
+		return fmt.Errorf("-change-feed (or CHANGE_FEED): %w", err)
+	}
+	c.ChangeFeed = changefeed.Config{Mode: mode, Stream: v.changeFeedStream, Prefix: v.changeFeedPrefix}
+	if !c.ChangeFeed.On() {
+		return nil
+	}
+	if v.changeFeedStream == "" || v.changeFeedPrefix == "" {
+		return errors.New("-change-feed-stream and -change-feed-prefix must not be empty")
+	}
+	if c.Ingest.Enabled && c.Ingest.Ingress.PointsStream != ingress.Off && changefeed.Overlaps(v.changeFeedPrefix, c.Ingest.Ingress.PointsPrefix) {
+		return fmt.Errorf("-change-feed-prefix %s overlaps the points stream's subjects %s.> (-ingest-points-prefix): set one of them apart, e.g. -change-feed-prefix changes.rewards",
+			v.changeFeedPrefix, c.Ingest.Ingress.PointsPrefix)
+	}
+	if !c.Ingest.Enabled {
+		if err := c.Ingest.NATS.Validate(); err != nil {
+			return fmt.Errorf("the change feed's NATS settings: %w", err)
+		}
 	}
 	return nil
 }

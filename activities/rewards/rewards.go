@@ -1,10 +1,12 @@
 // Package rewards holds the rewards entity's activities: the code that records
 // what an entity reports (enrollments, tier changes, unenrollments) in the
-// store and reads the namespace's search attributes, outside the workflows.
+// store, publishes its change feed and reads the namespace's search
+// attributes, outside the workflows.
 package rewards
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -33,18 +35,36 @@ type RewardsRecorder interface {
 // SearchAttributeLister returns the search attributes a namespace has registered.
 type SearchAttributeLister func(ctx context.Context) (map[string]enums.IndexedValueType, error)
 
+// ChangePublisher publishes changes of the feed, in the order given, each
+// under its message ID (rewardswf.Change.MsgID), and returns once the stream
+// has acknowledged every one: a change is sent only after every earlier one
+// of the batch is acknowledged, so that the stream holds an entity's changes
+// in sequence order whoever publishes them, as often as they are published.
+type ChangePublisher interface {
+	Publish(ctx context.Context, changes []rewardswf.Change) error
+}
+
 // Rewards holds the rewards entity's activities.
 type Rewards struct {
 	Recorder RewardsRecorder
 	// SearchAttributes lists the namespace's search attributes; nil means none.
 	SearchAttributes SearchAttributeLister
+	// Changes publishes the change feed; nil on a worker whose feed is off,
+	// whose PublishChanges then fails (and is retried, on whichever worker
+	// polls next) rather than drop an entity's pending changes.
+	Changes ChangePublisher
 }
+
+// errFeedOff is the retryable failure of PublishChanges on a worker whose
+// change feed is off.
+var errFeedOff = errors.New("the change feed is off on this worker (-change-feed); the changes wait for a worker with it on")
 
 // Register registers the rewards activities under the names the workflow uses.
 func (a *Rewards) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Enroll, activity.RegisterOptions{Name: rewardswf.ActivityEnroll})
 	r.RegisterActivityWithOptions(a.NotifyTierChange, activity.RegisterOptions{Name: rewardswf.ActivityNotifyTierChange})
 	r.RegisterActivityWithOptions(a.RecordUnenrollment, activity.RegisterOptions{Name: rewardswf.ActivityRecordUnenrollment})
+	r.RegisterActivityWithOptions(a.PublishChanges, activity.RegisterOptions{Name: rewardswf.ActivityPublishChanges})
 	r.RegisterActivityWithOptions(a.RewardsSearchAttributes, activity.RegisterOptions{Name: rewardswf.ActivityRewardsSearchAttributes})
 }
 
@@ -73,6 +93,24 @@ func (a *Rewards) NotifyTierChange(ctx context.Context, in rewardswf.TierChange)
 func (a *Rewards) RecordUnenrollment(ctx context.Context, in rewardswf.Unenrollment) error {
 	if err := a.Recorder.RecordUnenrollment(ctx, in); err != nil {
 		return fmt.Errorf("recording unenrollment of %s: %w", in.CustomerID, err)
+	}
+	return nil
+}
+
+// PublishChanges publishes a batch of an entity's changes to the feed, in
+// sequence order, and returns once each is in the stream. It is retried
+// without limit (the workflow's policy): a NATS outage delays the changes,
+// and the stream's duplicate window drops what an attempt had published
+// before it failed.
+func (a *Rewards) PublishChanges(ctx context.Context, in rewardswf.ChangeBatch) error {
+	if a.Changes == nil {
+		return errFeedOff
+	}
+	if len(in.Changes) == 0 {
+		return nil
+	}
+	if err := a.Changes.Publish(ctx, in.Changes); err != nil {
+		return fmt.Errorf("publishing changes %d to %d of %s: %w", in.Changes[0].Seq, in.Changes[len(in.Changes)-1].Seq, in.Changes[0].WorkflowID, err)
 	}
 	return nil
 }

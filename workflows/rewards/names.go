@@ -44,6 +44,9 @@ const (
 	ActivityNotifyTierChange = "NotifyTierChange"
 	// ActivityRecordUnenrollment records that a customer left.
 	ActivityRecordUnenrollment = "RecordUnenrollment"
+	// ActivityPublishChanges publishes a ChangeBatch of the change feed to
+	// JetStream, in order, and returns once the stream acknowledged each.
+	ActivityPublishChanges = "PublishChanges"
 	// ActivityRewardsSearchAttributes reports which of the entity's search
 	// attributes the namespace has registered.
 	ActivityRewardsSearchAttributes = "RewardsSearchAttributes"

@@ -9,7 +9,7 @@ import (
 // Each release is a set of behavioural changes a run takes as a whole, chosen
 // once when the run starts, so a run behaves one way from its start to its end
 // and an entity moves to a new release at a ContinueAsNew.
-const RewardsRelease = 5
+const RewardsRelease = 6
 
 // Change IDs for workflow.GetVersion.
 const (
@@ -80,6 +80,17 @@ const (
 // release has no handler for it and refuses it as an unknown update before
 // it reaches history (the client then sends the events one by one), so a
 // worker held back to release 4 never meets a history with a batch in it.
+
+// Release 6 adds the change feed (feed.go, docs/change-feed.md): a run
+// records the worker's feed setting once when it starts (a SideEffect
+// marker); with the feed on, the entity numbers its changes (FeedSeq),
+// keeps those not yet published in an outbox carried through ContinueAsNew,
+// and publishes them with the PublishChanges activity, one at a time per
+// entity; an unenrolling run completes once its outbox is empty. With the
+// feed off the run writes what release 5 wrote, but for the marker. An
+// input carrying feed_seq or an outbox does not decode under release 5,
+// whose run then fails its workflow task (rewards_serve.go) until a worker
+// of release 6 takes it on.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

@@ -29,12 +29,27 @@ type RewardsState struct {
 	NotifiedTier Tier `json:"notified_tier"`
 	// Dedup holds the dedup keys of recent events and what each produced.
 	Dedup dedup.Window `json:"dedup"`
+	// FeedSeq is the last sequence number given to a change of the feed
+	// (release 6); 0 while there was none, so older inputs read as such.
+	FeedSeq int64 `json:"feed_seq,omitempty"`
+	// Outbox holds the feed's changes not yet acknowledged by the stream,
+	// in sequence order.
+	Outbox []Change `json:"outbox,omitempty"`
 }
 
 // RewardsWorkflow is one customer's rewards entity. It lives until the customer
 // unenrolls, continuing as new on Temporal's suggestion or every events_per_run
 // events, and applies each event carrying a dedup key at most once.
+//
+// RewardsWorkflow publishes no change feed; a worker registers the entity
+// with its feed setting through RegisterWith.
 func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
+	return rewardsWorkflow(ctx, in, FeedOff)
+}
+
+// rewardsWorkflow is RewardsWorkflow on a worker whose change feed setting
+// is feed.
+func rewardsWorkflow(ctx workflow.Context, in RewardsInput, feed FeedMode) (Status, error) {
 	if in.unreadable != nil {
 		failTask(ctx, in, UnservableUnreadable, fmt.Errorf("input does not decode under release %d: %w", RewardsRelease, in.unreadable))
 	}
@@ -53,6 +68,7 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 			fmt.Errorf("customer_id %q of tenant %q does not belong to workflow %s (want %s)", in.CustomerID, tenant.Normalize(tenantID), id, want))
 	}
 	e := newEntity(ctx, in, tenantID, release)
+	e.feed = recordFeedMode(ctx, release, feed)
 	if err := e.register(ctx); err != nil {
 		return Status{}, err
 	}
@@ -85,6 +101,11 @@ type entity struct {
 	st         RewardsState
 	log        log.Logger
 	release    int // the release this run runs (rewardsRelease)
+	feed       FeedMode
+	workflowID string
+
+	publishing bool // a PublishChanges activity is running
+	published  int  // changes published by this run
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
@@ -120,6 +141,7 @@ func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int
 		limits:     in.Options.withDefaults(),
 		log:        workflow.GetLogger(ctx),
 		release:    release,
+		workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
 		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
 		nudges:     workflow.GetSignalChannel(ctx, SignalNudge),
@@ -161,6 +183,9 @@ func (e *entity) register(ctx workflow.Context) error {
 			if err := e.awaitMembership(ctx); err != nil {
 				return PointsResult{}, err
 			}
+			if err := e.awaitOutboxRoom(ctx); err != nil {
+				return PointsResult{}, err
+			}
 			return e.apply(ctx, p, true)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateUpdate},
@@ -189,6 +214,12 @@ func (e *entity) awaitMembership(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return e.member != checking })
 }
 
+// awaitOutboxRoom waits while the feed's outbox is full (MaxOutbox); it
+// returns at once when it is not, as it always is before release 6.
+func (e *entity) awaitOutboxRoom(ctx workflow.Context) error {
+	return workflow.Await(ctx, e.outboxRoom)
+}
+
 // run is the main loop. It never blocks on an activity, so signals are taken in
 // the order of the workflow tasks that delivered them; within one workflow task
 // the add-points signals are applied before an unenroll.
@@ -200,6 +231,11 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 		e.background(ctx, e.readSearchAttributeSupport)
 	}
 	workflow.Go(ctx, e.notifyTierChanges)
+	if e.release >= feedRelease || len(e.st.Outbox) > 0 {
+		// A run held back below release 6 (RewardsReleaseCap) still
+		// publishes the changes it was handed, and makes none.
+		workflow.Go(ctx, e.publishChanges)
+	}
 
 	if err := e.awaitMembership(ctx); err != nil {
 		return e.status(), err
@@ -212,14 +248,14 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	for {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
-			return e.points.Len() > 0 || e.unenroll.Len() > 0 || e.nudges.Len() > 0 || e.timerFired ||
+			return e.points.Len() > 0 && e.outboxRoom() || e.unenroll.Len() > 0 || e.nudges.Len() > 0 || e.timerFired ||
 				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx)
 		})
 		if err != nil {
 			return e.status(), err
 		}
 		e.drainNudges()
-		for {
+		for e.outboxRoom() {
 			var p pointEventPayload
 			if !e.points.ReceiveAsync(&p) {
 				break
@@ -405,7 +441,9 @@ func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update bool) (
 	case reject:
 		return res, err
 	}
+	before := e.st.Points
 	e.st.Points += ev.Points
+	e.emitBalance(now, Cause{Type: CauseEvent, DedupKey: ev.DedupKey}, before)
 	if ev.Points > 0 {
 		e.st.LifetimePoints += ev.Points
 	}

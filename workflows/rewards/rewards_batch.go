@@ -109,6 +109,9 @@ func (e *entity) applyBatch(ctx workflow.Context, b pointEventBatchPayload) (Bat
 	if err := e.awaitMembership(ctx); err != nil {
 		return BatchResult{}, err
 	}
+	if err := e.awaitOutboxRoom(ctx); err != nil {
+		return BatchResult{}, err
+	}
 	out := BatchResult{Results: make([]BatchItemResult, len(b.items))}
 	for i, p := range b.items {
 		res, err := e.applyItem(ctx, p)

@@ -95,6 +95,10 @@ type entity struct {
 	// the input's tenant and customer make.
 	workflowID string
 	runs       int
+	// feed, if set, is the worker's change feed setting, and changes the
+	// publisher of its PublishChanges activity.
+	feed    rewards.FeedMode
+	changes rewardsact.ChangePublisher
 }
 
 func newEntity(t *testing.T) *entity {
@@ -123,8 +127,12 @@ func (h *entity) run(in rewards.RewardsInput, script func(env *testsuite.TestWor
 		id = h.workflowID
 	}
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
-	rewards.Register(env)
-	acts := &rewardsact.Rewards{Recorder: h.rec}
+	if h.feed != "" {
+		rewards.RegisterWith(env, h.feed)
+	} else {
+		rewards.Register(env)
+	}
+	acts := &rewardsact.Rewards{Recorder: h.rec, Changes: h.changes}
 	if h.attrs != nil {
 		acts.SearchAttributes = func(context.Context) (map[string]enums.IndexedValueType, error) { return h.attrs, nil }
 	}
@@ -135,7 +143,11 @@ func (h *entity) run(in rewards.RewardsInput, script func(env *testsuite.TestWor
 	if script != nil {
 		script(env)
 	}
-	env.ExecuteWorkflow(rewards.RewardsWorkflow, in)
+	if h.feed != "" {
+		env.ExecuteWorkflow(rewards.RewardsWorkflowType, in)
+	} else {
+		env.ExecuteWorkflow(rewards.RewardsWorkflow, in)
+	}
 	h.now = env.Now()
 	if !env.IsWorkflowCompleted() {
 		h.t.Fatalf("run %d did not complete", h.runs)

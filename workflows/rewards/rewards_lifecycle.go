@@ -55,6 +55,7 @@ func (e *entity) recordEnrollment(ctx workflow.Context) {
 	}
 	e.st.EnrollRecorded = true
 	e.member = enrolled
+	e.emit(ChangeEnrolled, in.EnrolledAt, Cause{Type: CauseEnroll}, nil)
 }
 
 // Local Enroll (release 5): an attempt gets enrollLocalAttempt, and all
@@ -136,6 +137,7 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 		e.log.Info("customer re-enrolled")
 		e.st.EnrollRecorded = true
 		e.member = enrolled
+		e.emit(ChangeEnrolled, in.EnrolledAt, Cause{Type: CauseReenroll}, nil)
 	}
 	if e.member == leaving {
 		return e.status(), e.errUnenrolling()
@@ -287,7 +289,9 @@ func (e *entity) expireInactivity(now time.Time) {
 		return
 	}
 	e.log.Info("inactivity: points reset", "points", e.st.Points, "deadline", e.st.InactivityDeadline)
+	before := e.st.Points
 	e.st.Points = 0
+	e.emitBalance(e.st.InactivityDeadline, Cause{Type: CauseInactivity}, before)
 	e.st.InactivityDeadline = time.Time{}
 }
 
@@ -407,6 +411,9 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 	if err := workflow.Await(ctx, func() bool { return e.idle(ctx) }); err != nil {
 		return e.status(), err
 	}
+	// Every change the run made is in the outbox by now; the unenrollment
+	// is the entity's last, and the run ends once all are published.
+	e.emit(ChangeUnenrolled, at, Cause{Type: CauseUnenroll}, nil)
 	rec := Unenrollment{
 		CustomerID:     e.customerID,
 		Points:         e.st.Points,
@@ -417,6 +424,9 @@ func (e *entity) leave(ctx workflow.Context) (Status, error) {
 	}
 	if err := workflow.ExecuteActivity(withActivityOptions(ctx), ActivityRecordUnenrollment, rec).Get(ctx, nil); err != nil {
 		return e.status(), fmt.Errorf("recording unenrollment: %w", err)
+	}
+	if err := workflow.Await(ctx, func() bool { return len(e.st.Outbox) == 0 }); err != nil {
+		return e.status(), err
 	}
 	dropped := 0
 	for e.points.ReceiveAsync(nil) {

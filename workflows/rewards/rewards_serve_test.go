@@ -96,7 +96,7 @@ func TestUnservableInputFailsTheTaskNotTheWorkflow(t *testing.T) {
 		{"unknown option", 0, "", `{"customer_id":"c-1","options":{"dedup_window":"72h","max_burst":5}}`, rewards.UnservableUnreadable},
 		{"newer window encoding", 0, "", `{"customer_id":"c-1","carried":{"run":2,"dedup":"AgAAAA=="}}`, rewards.UnservableUnreadable},
 		{"not an object", 0, "", `"c-1"`, rewards.UnservableUnreadable},
-		{"a future release", 0, "", `{"customer_id":"c-1","requires_release":6}`, rewards.UnservableRelease},
+		{"a future release", 0, "", `{"customer_id":"c-1","requires_release":7}`, rewards.UnservableRelease},
 		{"release 4 on a release-3 worker", 3, "", `{"customer_id":"c-1","requires_release":4}`, rewards.UnservableRelease},
 		{"tenant below release 4", 3, "rewards/t-1/c-1", `{"customer_id":"c-1","tenant_id":"t-1","carried":{"run":2,"points":500}}`, rewards.UnservableTenant},
 		{"carried state, invalid options", 0, "", `{"customer_id":"c-1","options":{"dedup_max_keys":100001},"carried":{"run":2}}`, rewards.UnservableInvalid},

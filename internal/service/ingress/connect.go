@@ -162,8 +162,9 @@ func refused(err error) bool {
 // waiting with backoff while none answers or ctx ends; a refusal (wrong or
 // missing credentials, an untrusted certificate) ends it at once
 // with the server's reason. Once connected, the client reconnects for ever
-// and logs each loss and return of the connection.
-func Connect(ctx context.Context, url, name string, sec Security, logger *slog.Logger) (*nats.Conn, error) {
+// and logs each loss and return of the connection. extra are more options
+// of nats.go, after these.
+func Connect(ctx context.Context, url, name string, sec Security, logger *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	secOpts, err := sec.Options()
 	if err != nil {
 		return nil, fmt.Errorf("NATS settings: %w", err)
@@ -180,6 +181,7 @@ func Connect(ctx context.Context, url, name string, sec Security, logger *slog.L
 			logger.Error("NATS error", "error", err)
 		}),
 	}, secOpts...)
+	opts = append(opts, extra...)
 	retryable := func(err error) bool { return !refused(err) }
 	nc, err := backoff.Retry(ctx, backoff.Dependency(logger), retryable, func(context.Context) (*nats.Conn, error) {
 		return nats.Connect(url, opts...)

@@ -16,11 +16,29 @@ import (
 // New returns a worker for the rewards task queue of c. Facts the entity
 // reports go to recorder; search attribute support is read from namespace.
 func New(c client.Client, namespace string, recorder rewardsact.RewardsRecorder, opts worker.Options) worker.Worker {
+	return NewWithFeed(c, namespace, recorder, Feed{}, opts)
+}
+
+// Feed is the change feed of a worker: which changes the entities it starts
+// publish (the zero value: none) and the publisher of the PublishChanges
+// activity (nil: the activity fails and waits for a worker that has one).
+type Feed struct {
+	Mode      rewards.FeedMode
+	Publisher rewardsact.ChangePublisher
+}
+
+// NewWithFeed is New on a worker whose entities publish the change feed.
+func NewWithFeed(c client.Client, namespace string, recorder rewardsact.RewardsRecorder, feed Feed, opts worker.Options) worker.Worker {
 	w := worker.New(c, rewards.RewardsTaskQueue, options(opts))
-	rewards.Register(w)
+	mode := feed.Mode
+	if mode == "" {
+		mode = rewards.FeedOff
+	}
+	rewards.RegisterWith(w, mode)
 	acts := &rewardsact.Rewards{
 		Recorder:         recorder,
 		SearchAttributes: rewardsact.ClientSearchAttributes(c, namespace),
+		Changes:          feed.Publisher,
 	}
 	acts.Register(w)
 	return w

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/entityflow/entityflow/internal/infra/pollers"
+	"github.com/entityflow/entityflow/internal/service/changefeed"
 	"github.com/entityflow/entityflow/internal/service/ingress"
 )
 
@@ -44,8 +45,11 @@ type Config struct {
 	RewardsRelease int
 	// Pollers is the task pollers of each worker.
 	Pollers pollers.Setting
-	// Ingest is the JetStream ingress, when enabled.
+	// Ingest is the JetStream ingress, when enabled. Its NATS URL and
+	// security are also the change feed's.
 	Ingest IngestConfig
+	// ChangeFeed is the rewards entities' change feed (off by default).
+	ChangeFeed changefeed.Config
 }
 
 // IngestConfig is the JetStream ingress the worker runs beside its task

@@ -17,6 +17,8 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/infra/storeconn"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/changefeed"
+	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -48,13 +50,18 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	stopWorkers, err := startWorkers(ctx, cfg, c, st, opts.Namespace, logger)
+	feed, closeFeed, err := openFeed(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeFeed()
+	stopWorkers, err := startWorkers(ctx, cfg, c, st, opts.Namespace, feed, logger)
 	if err != nil {
 		return err
 	}
 	defer stopWorkers()
 	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", queuesText(cfg.TaskQueues),
-		"database", st.Dialect(), "deployment_version", versionText(cfg), "rewards_release", cfg.RewardsRelease, "pollers", cfg.Pollers.String(), "ingest", cfg.Ingest.Enabled)
+		"database", st.Dialect(), "deployment_version", versionText(cfg), "rewards_release", cfg.RewardsRelease, "change_feed", feed.Mode, "pollers", cfg.Pollers.String(), "ingest", cfg.Ingest.Enabled)
 	if !cfg.Ingest.Enabled {
 		<-ctx.Done()
 		logger.Info("shutting down: no new tasks; waiting for in-flight ones", "timeout", cfg.StopTimeout)
@@ -85,7 +92,7 @@ func serveMetrics(addr string, opts *client.Options, logger *slog.Logger) (reg p
 // startWorkers starts the worker of each of cfg's task queues; the returned
 // func stops them, the last started first. When one fails to start, those
 // started are stopped.
-func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.Store, namespace string, logger *slog.Logger) (stop func(), err error) {
+func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.Store, namespace string, feed rewardsworker.Feed, logger *slog.Logger) (stop func(), err error) {
 	if cfg.Versioned() {
 		logger.Info("running under Worker Deployment Versioning", "deployment", cfg.Version.DeploymentName, "build_id", cfg.Version.BuildID)
 		if slices.Contains(cfg.TaskQueues, rewards.RewardsTaskQueue) {
@@ -99,7 +106,7 @@ func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.St
 		}
 	}
 	for _, q := range cfg.TaskQueues {
-		w, err := newWorker(c, st, q, namespace, workerOptions(cfg, q))
+		w, err := newWorker(c, st, q, namespace, feed, workerOptions(cfg, q))
 		if err != nil {
 			stop()
 			return nil, err
@@ -111,6 +118,20 @@ func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.St
 		started = append(started, w)
 	}
 	return stop, nil
+}
+
+// openFeed connects the change feed's publisher when the feed is on and the
+// process polls the rewards task queue (waiting until NATS answers), having
+// made sure its stream is there; close ends its connection.
+func openFeed(ctx context.Context, cfg Config, logger *slog.Logger) (feed rewardsworker.Feed, closeConn func(), err error) {
+	if !cfg.ChangeFeed.On() || !slices.Contains(cfg.TaskQueues, rewards.RewardsTaskQueue) {
+		return rewardsworker.Feed{Mode: rewards.FeedOff}, func() {}, nil
+	}
+	p, closeConn, err := changefeed.Open(ctx, cfg.Ingest.NATSURL, cfg.Ingest.NATS, cfg.ChangeFeed, logger)
+	if err != nil {
+		return rewardsworker.Feed{}, nil, fmt.Errorf("change feed: %w", err)
+	}
+	return rewardsworker.Feed{Mode: cfg.ChangeFeed.Mode, Publisher: p}, closeConn, nil
 }
 
 // queuesText names the task queues in the start message.

@@ -34,10 +34,10 @@ func workerOptions(cfg Config, queue string) worker.Options {
 }
 
 // newWorker builds the worker for one task queue with what runs there.
-func newWorker(c client.Client, st *store.Store, queue, namespace string, opts worker.Options) (worker.Worker, error) {
+func newWorker(c client.Client, st *store.Store, queue, namespace string, feed rewardsworker.Feed, opts worker.Options) (worker.Worker, error) {
 	switch queue {
 	case rewards.RewardsTaskQueue:
-		return rewardsworker.New(c, namespace, rewardsact.StoreRecorder{Store: st}, opts), nil
+		return rewardsworker.NewWithFeed(c, namespace, rewardsact.StoreRecorder{Store: st}, feed, opts), nil
 	case platform.ActivitiesTaskQueue:
 		p := &platformact.Platform{Store: st, Temporal: c, Handlers: platformact.DefaultTaskHandlers()}
 		return platformworker.New(c, p, opts), nil

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/entityflow/entityflow/internal/infra/pollers"
+	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/workflows/platform"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -69,12 +70,12 @@ func TestVersionedWorkersBuild(t *testing.T) {
 	// -rewards-release 2 give.
 	cfg := Config{Version: worker.WorkerDeploymentVersion{DeploymentName: "entityflow", BuildID: "v1"}, RewardsRelease: 2, Pollers: auto, StopTimeout: 30 * time.Second}
 	for _, q := range []string{rewards.RewardsTaskQueue, platform.ActivitiesTaskQueue} {
-		w, err := newWorker(c, nil, q, "default", workerOptions(cfg, q))
+		w, err := newWorker(c, nil, q, "default", rewardsworker.Feed{}, workerOptions(cfg, q))
 		if err != nil || w == nil {
 			t.Fatalf("%s: worker %v, error %v", q, w, err)
 		}
 	}
-	if _, err := newWorker(c, nil, "nope", "default", workerOptions(cfg, "nope")); err == nil {
+	if _, err := newWorker(c, nil, "nope", "default", rewardsworker.Feed{}, workerOptions(cfg, "nope")); err == nil {
 		t.Fatal("unknown task queue accepted")
 	}
 }

@@ -1,0 +1,183 @@
+package changefeed_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/service/changefeed"
+	"github.com/entityflow/entityflow/internal/testkit/natsserver"
+	rewardswf "github.com/entityflow/entityflow/workflows/rewards"
+)
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(contracts.RewardsChangeSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	if err := c.AddResource(contracts.RewardsChangeSchemaID, doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(contracts.RewardsChangeSchemaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+func validate(sch *jsonschema.Schema, data []byte) error {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+var at = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+
+func change(kind rewardswf.ChangeKind, fill func(*rewardswf.Change)) rewardswf.Change {
+	c := rewardswf.Change{Seq: 1, Kind: kind, TenantID: "default", CustomerID: "c.1", WorkflowID: "rewards-c.1",
+		At: at, Cause: rewardswf.Cause{Type: rewardswf.CauseEvent, DedupKey: "k-1"}, Balance: 600}
+	if fill != nil {
+		fill(&c)
+	}
+	return c
+}
+
+// Every kind of change the entity makes validates against the published
+// schema; a change breaking a rule of it does not.
+func TestChangesValidateAgainstTheSchema(t *testing.T) {
+	sch := compileSchema(t)
+	for _, tc := range []struct {
+		name  string
+		c     rewardswf.Change
+		valid bool
+	}{
+		{"enrolled", change(rewardswf.ChangeEnrolled, func(c *rewardswf.Change) { c.Cause, c.Balance = rewardswf.Cause{Type: rewardswf.CauseEnroll}, 0 }), true},
+		{"unenrolled", change(rewardswf.ChangeUnenrolled, func(c *rewardswf.Change) { c.Cause = rewardswf.Cause{Type: rewardswf.CauseUnenroll} }), true},
+		{"tier changed", change(rewardswf.ChangeTierChanged, func(c *rewardswf.Change) { c.From, c.To = rewardswf.TierBasic, rewardswf.TierGold }), true},
+		{"balance changed", change(rewardswf.ChangeBalanceChanged, func(c *rewardswf.Change) { c.Delta = -50 }), true},
+		{"inactivity reset", change(rewardswf.ChangeBalanceChanged, func(c *rewardswf.Change) {
+			c.Delta, c.Balance, c.Cause = -600, 0, rewardswf.Cause{Type: rewardswf.CauseInactivity}
+		}), true},
+		{"tier change without tiers", change(rewardswf.ChangeTierChanged, nil), false},
+		{"balance change without delta", change(rewardswf.ChangeBalanceChanged, nil), false},
+		{"enrolled with a delta", change(rewardswf.ChangeEnrolled, func(c *rewardswf.Change) { c.Delta = 5 }), false},
+		{"seq 0", change(rewardswf.ChangeEnrolled, func(c *rewardswf.Change) { c.Seq = 0 }), false},
+		{"unknown kind", change("points_expired", nil), false},
+		{"unknown cause", change(rewardswf.ChangeEnrolled, func(c *rewardswf.Change) { c.Cause.Type = "magic" }), false},
+		{"no tenant", change(rewardswf.ChangeEnrolled, func(c *rewardswf.Change) { c.TenantID = "" }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := json.Marshal(tc.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validate(sch, data); (err == nil) != tc.valid {
+				t.Fatalf("%s: validation error %v, want valid %v", data, err, tc.valid)
+			}
+		})
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	for _, tc := range []struct {
+		feed, points string
+		want         bool
+	}{
+		{"rewards.changes", "rewards", true},
+		{"changes.rewards", "rewards", false},
+		{"rewards", "rewards.x", true},
+		{"rewardsx", "rewards", false},
+		{"rewards.changes", "rewards.changes", true},
+	} {
+		if got := changefeed.Overlaps(tc.feed, tc.points); got != tc.want {
+			t.Errorf("Overlaps(%q, %q) = %v", tc.feed, tc.points, got)
+		}
+	}
+}
+
+func TestSubject(t *testing.T) {
+	if got := changefeed.Subject("rewards.changes", "", "c.1"); got != "rewards.changes.default.c.1" {
+		t.Errorf("default tenant: %s", got)
+	}
+	if got := changefeed.Subject("rewards.changes", "t-1", "c-1"); got != "rewards.changes.t-1.c-1" {
+		t.Errorf("tenant t-1: %s", got)
+	}
+}
+
+// Against a real NATS server: the stream is created with the duplicate
+// window, a batch published twice (a retried activity) is stored once, in
+// order, under {workflow ID}:{seq}, and EnsureStream widens an existing
+// stream's shorter window.
+func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
+	srv := natsserver.ForTest(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: changefeed.DefaultStream, Subjects: []string{"other.>"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := changefeed.EnsureStream(ctx, js, changefeed.Config{Mode: rewardswf.FeedAll}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, changefeed.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.Duplicates != changefeed.DuplicateWindow || len(cfg.Subjects) != 2 {
+		t.Fatalf("stream config after EnsureStream: subjects %v, duplicates %v", cfg.Subjects, cfg.Duplicates)
+	}
+	p := &changefeed.Publisher{JS: js, Stream: changefeed.DefaultStream, Prefix: changefeed.DefaultPrefix}
+	var batch []rewardswf.Change
+	for i := range 5 {
+		batch = append(batch, change(rewardswf.ChangeBalanceChanged, func(c *rewardswf.Change) { c.Seq, c.Delta = int64(i+1), 10 }))
+	}
+	for _, b := range [][]rewardswf.Change{batch[:3], batch, batch[2:]} {
+		if err := p.Publish(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sch := compileSchema(t)
+	for seq := uint64(1); seq <= 6; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if seq == 6 {
+			if err == nil {
+				t.Fatalf("a sixth message: %s", m.Data)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c rewardswf.Change
+		if err := json.Unmarshal(m.Data, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Seq != int64(seq) || m.Header.Get(jetstream.MsgIDHeader) != c.MsgID() || m.Subject != "rewards.changes.default.c.1" {
+			t.Fatalf("message %d: %s %v %s", seq, m.Subject, m.Header, m.Data)
+		}
+		if err := validate(sch, m.Data); err != nil {
+			t.Fatalf("message %d does not validate: %v", seq, err)
+		}
+	}
+}
