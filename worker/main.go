@@ -47,7 +47,7 @@
 // Change feed. With -change-feed changes or all (env CHANGE_FEED; default
 // off) the rewards entities publish their changes (enrolled, unenrolled,
 // tier_changed; with all, balance_changed besides) to JetStream on
-// {-change-feed-prefix}.{tenant}.{customer} (default rewards.changes, stream
+// {-change-feed-prefix}.{tenant}.{customer} (default changes.rewards, stream
 // -change-feed-stream REWARDS_CHANGES, created at start), exactly once and
 // in order per entity, over the NATS connection settings above
 // (internal/service/changefeed, docs/change-feed.md).
@@ -295,7 +295,7 @@ func (v *flagValues) fillChangeFeed(c *config) error {
 		return errors.New("-change-feed-stream and -change-feed-prefix must not be empty")
 	}
 	if c.Ingest.Enabled && c.Ingest.Ingress.PointsStream != ingress.Off && changefeed.Overlaps(v.changeFeedPrefix, c.Ingest.Ingress.PointsPrefix) {
-		return fmt.Errorf("-change-feed-prefix %s overlaps the points stream's subjects %s.> (-ingest-points-prefix): set one of them apart, e.g. -change-feed-prefix changes.rewards",
+		return fmt.Errorf("-change-feed-prefix %s overlaps the points stream's subjects %s.> (-ingest-points-prefix): set one of them apart, as the default -change-feed-prefix changes.rewards is",
 			v.changeFeedPrefix, c.Ingest.Ingress.PointsPrefix)
 	}
 	if !c.Ingest.Enabled {

@@ -72,14 +72,14 @@ func TestParseConfig(t *testing.T) {
 		{name: "pollers not a number", env: map[string]string{"WORKER_POLLERS": "lots"}, wantErr: "WORKER_POLLERS"},
 		{name: "change feed off by default", want: func(c config) bool { return !c.ChangeFeed.On() && c.ChangeFeed.Mode == rewards.FeedOff }},
 		{name: "change feed by flag", args: []string{"-change-feed", "all"}, want: func(c config) bool {
-			return c.ChangeFeed.Mode == rewards.FeedAll && c.ChangeFeed.Stream == "REWARDS_CHANGES" && c.ChangeFeed.Prefix == "rewards.changes"
+			return c.ChangeFeed.Mode == rewards.FeedAll && c.ChangeFeed.Stream == "REWARDS_CHANGES" && c.ChangeFeed.Prefix == "changes.rewards"
 		}},
 		{name: "change feed by environment", env: map[string]string{"CHANGE_FEED": "changes", "CHANGE_FEED_STREAM": "FEED", "CHANGE_FEED_PREFIX": "feed"}, want: func(c config) bool {
 			return c.ChangeFeed.Mode == rewards.FeedChanges && c.ChangeFeed.Stream == "FEED" && c.ChangeFeed.Prefix == "feed"
 		}},
 		{name: "change feed unknown mode", env: map[string]string{"CHANGE_FEED": "on"}, wantErr: "want off, changes or all"},
-		{name: "change feed under the points stream", args: []string{"-ingest", "-change-feed", "all"}, wantErr: "overlaps the points stream"},
-		{name: "change feed apart from the points stream", args: []string{"-ingest", "-change-feed", "all", "-change-feed-prefix", "changes.rewards"}, want: func(c config) bool {
+		{name: "change feed under the points stream", args: []string{"-ingest", "-change-feed", "all", "-change-feed-prefix", "rewards.changes"}, wantErr: "overlaps the points stream"},
+		{name: "change feed beside the ingress by default", args: []string{"-ingest", "-change-feed", "all"}, want: func(c config) bool {
 			return c.ChangeFeed.On() && c.Ingest.Enabled
 		}},
 		{name: "change feed with a broken NATS credential", args: []string{"-change-feed", "changes", "-nats-user", "u"}, wantErr: "needs both -nats-user and -nats-password"},

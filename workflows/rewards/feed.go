@@ -19,7 +19,7 @@ import (
 // (RewardsState.FeedSeq, from 1, never reused) and waits in the outbox
 // (RewardsState.Outbox), carried through ContinueAsNew, until the
 // PublishChanges activity has had every change of its batch acknowledged by
-// the stream, under the message ID {workflow ID}:{seq}. One publish activity
+// the stream, under the message ID {workflow ID}:{entity run ID}:{seq}. One publish activity
 // at a time takes up to MaxChangesPerPublish changes from the outbox's head.
 
 // FeedMode says which changes an entity publishes: the worker's setting,
@@ -84,6 +84,11 @@ type Change struct {
 	TenantID   string `json:"tenant_id"`
 	CustomerID string `json:"customer_id"`
 	WorkflowID string `json:"workflow_id"`
+	// EntityRunID is the first run ID of the entity's chain of runs: the
+	// same through every ContinueAsNew, new when an unenrolled customer's
+	// entity starts again under the same workflow ID (its seq starts at 1
+	// again), so that the two never share a message ID.
+	EntityRunID string `json:"entity_run_id"`
 	// At is the workflow time the change happened.
 	At    time.Time `json:"at"`
 	Cause Cause     `json:"cause"`
@@ -96,9 +101,10 @@ type Change struct {
 	Delta int64 `json:"delta,omitempty"`
 }
 
-// MsgID is the change's JetStream message ID, {workflow ID}:{seq}: the same
-// for every publication of the change, so that the stream keeps one.
-func (c Change) MsgID() string { return fmt.Sprintf("%s:%d", c.WorkflowID, c.Seq) }
+// MsgID is the change's JetStream message ID, {workflow ID}:{entity run
+// ID}:{seq}: the same for every publication of the change, so that the
+// stream keeps one, and different for a later entity of the same customer.
+func (c Change) MsgID() string { return fmt.Sprintf("%s:%s:%d", c.WorkflowID, c.EntityRunID, c.Seq) }
 
 // ChangeBatch is the input of the PublishChanges activity: changes of one
 // entity in sequence order.
@@ -153,14 +159,15 @@ func (e *entity) emit(kind ChangeKind, at time.Time, cause Cause, fill func(*Cha
 	}
 	e.st.FeedSeq++
 	c := Change{
-		Seq:        e.st.FeedSeq,
-		Kind:       kind,
-		TenantID:   tenant.Normalize(e.tenant),
-		CustomerID: e.customerID,
-		WorkflowID: e.workflowID,
-		At:         at.UTC(),
-		Cause:      cause,
-		Balance:    e.st.Points,
+		Seq:         e.st.FeedSeq,
+		Kind:        kind,
+		TenantID:    tenant.Normalize(e.tenant),
+		CustomerID:  e.customerID,
+		WorkflowID:  e.workflowID,
+		EntityRunID: e.entityRunID,
+		At:          at.UTC(),
+		Cause:       cause,
+		Balance:     e.st.Points,
 	}
 	if fill != nil {
 		fill(&c)

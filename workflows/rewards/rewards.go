@@ -103,6 +103,8 @@ type entity struct {
 	release    int // the release this run runs (rewardsRelease)
 	feed       FeedMode
 	workflowID string
+	// entityRunID is the first run of the entity's chain (Change.EntityRunID).
+	entityRunID string
 
 	publishing bool // a PublishChanges activity is running
 	published  int  // changes published by this run
@@ -135,16 +137,17 @@ type entity struct {
 
 func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int) *entity {
 	e := &entity{
-		customerID: in.CustomerID,
-		tenant:     tenant,
-		options:    in.Options,
-		limits:     in.Options.withDefaults(),
-		log:        workflow.GetLogger(ctx),
-		release:    release,
-		workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
-		points:     workflow.GetSignalChannel(ctx, SignalAddPoints),
-		unenroll:   workflow.GetSignalChannel(ctx, SignalUnenroll),
-		nudges:     workflow.GetSignalChannel(ctx, SignalNudge),
+		customerID:  in.CustomerID,
+		tenant:      tenant,
+		options:     in.Options,
+		limits:      in.Options.withDefaults(),
+		log:         workflow.GetLogger(ctx),
+		release:     release,
+		workflowID:  workflow.GetInfo(ctx).WorkflowExecution.ID,
+		entityRunID: workflow.GetInfo(ctx).FirstRunID,
+		points:      workflow.GetSignalChannel(ctx, SignalAddPoints),
+		unenroll:    workflow.GetSignalChannel(ctx, SignalUnenroll),
+		nudges:      workflow.GetSignalChannel(ctx, SignalNudge),
 	}
 	if in.Carried != nil {
 		e.st = *in.Carried

@@ -1,7 +1,7 @@
 // Package changefeed publishes the rewards entities' change feed to NATS
 // JetStream: the stream it goes to (created or completed at worker start)
 // and the publisher behind the PublishChanges activity, which sends an
-// entity's changes one by one under the message ID {workflow ID}:{seq},
+// entity's changes one by one under the message ID {workflow ID}:{entity run ID}:{seq},
 // each once the one before it is acknowledged (docs/change-feed.md).
 package changefeed
 
@@ -28,7 +28,7 @@ const (
 	DefaultStream = "REWARDS_CHANGES"
 	// DefaultPrefix is the feed's subject prefix: a change goes to
 	// {prefix}.{tenant}.{customer}.
-	DefaultPrefix = "rewards.changes"
+	DefaultPrefix = "changes.rewards"
 	// DuplicateWindow is the stream's duplicate window: longer than the
 	// longest gap between two publications of one change (a PublishChanges
 	// attempt, 30 s, plus its longest retry interval, 10 s, or the next

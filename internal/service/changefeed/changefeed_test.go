@@ -47,7 +47,7 @@ func validate(sch *jsonschema.Schema, data []byte) error {
 var at = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 
 func change(kind rewardswf.ChangeKind, fill func(*rewardswf.Change)) rewardswf.Change {
-	c := rewardswf.Change{Seq: 1, Kind: kind, TenantID: "default", CustomerID: "c.1", WorkflowID: "rewards-c.1",
+	c := rewardswf.Change{Seq: 1, Kind: kind, TenantID: "default", CustomerID: "c.1", WorkflowID: "rewards-c.1", EntityRunID: "0f8e5c3a-1b2c-4d5e-8f90-123456789abc",
 		At: at, Cause: rewardswf.Cause{Type: rewardswf.CauseEvent, DedupKey: "k-1"}, Balance: 600}
 	if fill != nil {
 		fill(&c)
@@ -109,7 +109,7 @@ func TestOverlaps(t *testing.T) {
 }
 
 func TestSubject(t *testing.T) {
-	if got := changefeed.Subject("rewards.changes", "", "c.1"); got != "rewards.changes.default.c.1" {
+	if got := changefeed.Subject("rewards.changes", "", "c.1"); got != "changes.rewards.default.c.1" {
 		t.Errorf("default tenant: %s", got)
 	}
 	if got := changefeed.Subject("rewards.changes", "t-1", "c-1"); got != "rewards.changes.t-1.c-1" {
@@ -119,7 +119,7 @@ func TestSubject(t *testing.T) {
 
 // Against a real NATS server: the stream is created with the duplicate
 // window, a batch published twice (a retried activity) is stored once, in
-// order, under {workflow ID}:{seq}, and EnsureStream widens an existing
+// order, under {workflow ID}:{entity run ID}:{seq}, and EnsureStream widens an existing
 // stream's shorter window.
 func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
 	srv := natsserver.ForTest(t)
@@ -173,7 +173,7 @@ func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &c); err != nil {
 			t.Fatal(err)
 		}
-		if c.Seq != int64(seq) || m.Header.Get(jetstream.MsgIDHeader) != c.MsgID() || m.Subject != "rewards.changes.default.c.1" {
+		if c.Seq != int64(seq) || m.Header.Get(jetstream.MsgIDHeader) != c.MsgID() || m.Subject != "changes.rewards.default.c.1" {
 			t.Fatalf("message %d: %s %v %s", seq, m.Subject, m.Header, m.Data)
 		}
 		if err := validate(sch, m.Data); err != nil {

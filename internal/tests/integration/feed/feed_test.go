@@ -191,7 +191,7 @@ func (e *env) readStream(ctx context.Context) []message {
 }
 
 // check verifies the stream: every payload valid, each entity's changes
-// seq 1..n in order without gap or duplicate, Nats-Msg-Id {workflow}:{seq},
+// seq 1..n in order without gap or duplicate, Nats-Msg-Id {workflow}:{entity run}:{seq},
 // enrolled first and unenrolled last, the balances adding up, and returns
 // the number of changes.
 func check(t *testing.T, msgs []message, customers []string) int {
@@ -208,6 +208,9 @@ func check(t *testing.T, msgs []message, customers []string) int {
 			t.Errorf("change %s does not validate: %v\n%s", m.msgID, err, m.raw)
 		}
 		c := m.change
+		if p, ok := last[c.WorkflowID]; c.EntityRunID == "" || ok && p.EntityRunID != c.EntityRunID {
+			t.Errorf("change %s: entity_run_id %q, want one the same through the entity's runs", m.msgID, c.EntityRunID)
+		}
 		if m.msgID != c.MsgID() {
 			t.Errorf("Nats-Msg-Id %q, want %q", m.msgID, c.MsgID())
 		}
