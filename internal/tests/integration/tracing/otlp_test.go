@@ -173,12 +173,13 @@ type workerProc struct {
 }
 
 // startWorker runs the worker program bin on the rewards task queue of the
-// dev server at address, with a SQLite database of its own, exporting its
-// spans to endpoint as workerService. It dies with the test binary.
-func startWorker(t *testing.T, bin, address, endpoint string) *workerProc {
+// dev server at address, with a SQLite database of its own and the flags
+// extra, exporting its spans to endpoint as workerService. It dies with
+// the test binary.
+func startWorker(t *testing.T, bin, address, endpoint string, extra ...string) *workerProc {
 	t.Helper()
-	cmd := exec.Command(bin, "-address", address, "-log-level", "error", "-metrics-addr", "off",
-		"-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"), "-task-queues", rewards.RewardsTaskQueue)
+	cmd := exec.Command(bin, append([]string{"-address", address, "-log-level", "error", "-metrics-addr", "off",
+		"-database-url", "sqlite://" + filepath.Join(t.TempDir(), "entities.db"), "-task-queues", rewards.RewardsTaskQueue}, extra...)...)
 	cmd.Env = append(os.Environ(), tracing.EnvEndpoint+"="+endpoint, "OTEL_SERVICE_NAME="+workerService)
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
