@@ -55,6 +55,8 @@ func (discardExporter) Shutdown(context.Context) error                          
 // variables), on with a batch span processor over an exporter that drops
 // the spans, and on with the OTLP/HTTP exporter (the programs' own, as
 // tracing.Setup builds it) sending to a local receiver that discards them.
+// The sub-benchmarks are tracing=off, tracing=on-discard and
+// tracing=on-otlp, for `benchstat -col /tracing`.
 // What it measures is the HTTP server span (otelhttp) and its export; the
 // Temporal interceptor's spans and header are not in it (the stubbed
 // client has no interceptors), nor the SQL spans.
@@ -73,11 +75,11 @@ func BenchmarkPointsTracing(b *testing.B) {
 		name     string
 		provider func(b *testing.B) *sdktrace.TracerProvider // nil: tracing off
 	}{
-		{name: "off"},
-		{name: "on-discard-exporter", provider: func(*testing.B) *sdktrace.TracerProvider {
+		{name: "tracing=off"},
+		{name: "tracing=on-discard", provider: func(*testing.B) *sdktrace.TracerProvider {
 			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
 		}},
-		{name: "on-otlp-http", provider: func(b *testing.B) *sdktrace.TracerProvider {
+		{name: "tracing=on-otlp", provider: func(b *testing.B) *sdktrace.TracerProvider {
 			exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
 			if err != nil {
 				b.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrTraceNotFound means the query API knows no such trace (yet: spans
@@ -19,11 +21,12 @@ var ErrTraceNotFound = errors.New("jaeger: trace not found")
 
 // Span is one stored span, as the tests need it: IDs in lowercase hex as
 // OpenTelemetry prints them (ParentSpanID empty for a root span), the span's
-// name, the service.name of its resource, and its attributes, each value
-// as text.
+// name and kind, the service.name of its resource, and its attributes, each
+// value as text.
 type Span struct {
 	TraceID, SpanID, ParentSpanID string
 	Name                          string
+	Kind                          trace.SpanKind
 	Service                       string
 	Attributes                    map[string]string
 }
@@ -151,6 +154,7 @@ type otlpTraces struct {
 					SpanID       string          `json:"spanId"`
 					ParentSpanID string          `json:"parentSpanId"`
 					Name         string          `json:"name"`
+					Kind         json.RawMessage `json:"kind"`
 					Attributes   []otlpAttribute `json:"attributes"`
 				} `json:"spans"`
 			} `json:"scopeSpans"`
@@ -201,12 +205,36 @@ func decodeTraces(body []byte) ([]Span, error) {
 				}
 				spans = append(spans, Span{
 					TraceID: strings.ToLower(s.TraceID), SpanID: strings.ToLower(s.SpanID), ParentSpanID: strings.ToLower(s.ParentSpanID),
-					Name: s.Name, Service: service, Attributes: attrs,
+					Name: s.Name, Kind: spanKind(s.Kind), Service: service, Attributes: attrs,
 				})
 			}
 		}
 	}
 	return spans, nil
+}
+
+// spanKinds are the OTLP span kinds by their enum names; OTLP and
+// OpenTelemetry Go number them alike.
+var spanKinds = map[string]trace.SpanKind{
+	"SPAN_KIND_INTERNAL": trace.SpanKindInternal,
+	"SPAN_KIND_SERVER":   trace.SpanKindServer,
+	"SPAN_KIND_CLIENT":   trace.SpanKindClient,
+	"SPAN_KIND_PRODUCER": trace.SpanKindProducer,
+	"SPAN_KIND_CONSUMER": trace.SpanKindConsumer,
+}
+
+// spanKind reads an OTLP JSON span kind, an enum name or its number;
+// anything else is unspecified.
+func spanKind(raw json.RawMessage) trace.SpanKind {
+	var name string
+	if err := json.Unmarshal(raw, &name); err == nil {
+		return spanKinds[name]
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err == nil && n >= int(trace.SpanKindInternal) && n <= int(trace.SpanKindConsumer) {
+		return trace.SpanKind(n)
+	}
+	return trace.SpanKindUnspecified
 }
 
 // Root returns the span of spans without a parent, and whether there is

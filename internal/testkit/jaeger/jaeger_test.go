@@ -31,7 +31,7 @@ func TestSpanSentOverOTLPHTTPReadsBack(t *testing.T) {
 	)
 	tracer := tp.Tracer("internal/testkit/jaeger")
 	parentCtx, parent := tracer.Start(ctx, "parent")
-	_, child := tracer.Start(parentCtx, "child", trace.WithAttributes(attribute.String("customer", "c-1"), attribute.Int64("points", 25)))
+	_, child := tracer.Start(parentCtx, "child", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("customer", "c-1"), attribute.Int64("points", 25)))
 	child.End()
 	parent.End()
 	if err := tp.Shutdown(ctx); err != nil {
@@ -56,7 +56,7 @@ func TestSpanSentOverOTLPHTTPReadsBack(t *testing.T) {
 	}
 	got := byName["child"]
 	want := Span{TraceID: traceID, SpanID: child.SpanContext().SpanID().String(), ParentSpanID: parent.SpanContext().SpanID().String(), Name: "child", Service: "jaeger-test"}
-	if got.TraceID != want.TraceID || got.SpanID != want.SpanID || got.ParentSpanID != want.ParentSpanID || got.Service != want.Service {
+	if got.TraceID != want.TraceID || got.SpanID != want.SpanID || got.ParentSpanID != want.ParentSpanID || got.Service != want.Service || got.Kind != trace.SpanKindClient {
 		t.Errorf("child span %+v, want %+v", got, want)
 	}
 	if got.Attributes["customer"] != "c-1" || got.Attributes["points"] != "25" {
@@ -102,7 +102,7 @@ func TestConfigRefusesAMissingAddress(t *testing.T) {
 func TestDecodeTraces(t *testing.T) {
 	body := `{"result":{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"entityflow-api"}}]},
 	"scopeSpans":[{"scope":{},"spans":[{"traceId":"0AF7651916CD43DD8448EB211C80319C","spanId":"B7AD6B7169203331","parentSpanId":"",
-	"name":"POST /v1/customers/{id}/points","attributes":[{"key":"http.response.status_code","value":{"intValue":"200"}},{"key":"ok","value":{"boolValue":true}}]}]}]}]}}`
+	"name":"POST /v1/customers/{id}/points","kind":2,"attributes":[{"key":"http.response.status_code","value":{"intValue":"200"}},{"key":"ok","value":{"boolValue":true}}]}]}]}]}}`
 	spans, err := decodeTraces([]byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +112,29 @@ func TestDecodeTraces(t *testing.T) {
 		t.Fatalf("%d spans, want 1", len(spans))
 	}
 	s := spans[0]
-	if s.TraceID != want.TraceID || s.SpanID != want.SpanID || s.ParentSpanID != "" || s.Name != want.Name || s.Service != want.Service {
+	if s.TraceID != want.TraceID || s.SpanID != want.SpanID || s.ParentSpanID != "" || s.Name != want.Name || s.Service != want.Service || s.Kind != trace.SpanKindServer {
 		t.Errorf("span %+v, want %+v", s, want)
 	}
 	if s.Attributes["http.response.status_code"] != "200" || s.Attributes["ok"] != "true" {
 		t.Errorf("attributes %v", s.Attributes)
+	}
+}
+
+func TestSpanKind(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want trace.SpanKind
+	}{
+		{raw: `3`, want: trace.SpanKindClient},
+		{raw: `"SPAN_KIND_CONSUMER"`, want: trace.SpanKindConsumer},
+		{raw: `0`, want: trace.SpanKindUnspecified},
+		{raw: `9`, want: trace.SpanKindUnspecified},
+		{raw: `"SPAN_KIND_UNKNOWN"`, want: trace.SpanKindUnspecified},
+		{raw: ``, want: trace.SpanKindUnspecified},
+	}
+	for _, tt := range tests {
+		if got := spanKind([]byte(tt.raw)); got != tt.want {
+			t.Errorf("spanKind(%s) = %v, want %v", tt.raw, got, tt.want)
+		}
 	}
 }

@@ -41,11 +41,15 @@ import (
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
-// spans records every span the process ends.
+// spans records every span the process ends while memory is installed.
 var spans = tracetest.NewInMemoryExporter()
 
+// inMemory is the tests' tracer provider: every span into spans. A test that
+// installs another (tracing.Setup) installs this one again when it ends.
+var inMemory = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+
 func TestMain(m *testing.M) {
-	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	tracing.Install(inMemory)
 	os.Exit(m.Run())
 }
 
