@@ -101,7 +101,7 @@ type statusValue struct{ points int64 }
 func (statusValue) HasValue() bool { return true }
 
 func (v statusValue) Get(valuePtr any) error {
-	*valuePtr.(*rewards.Status) = rewards.Status{CustomerID: "c-1", Points: v.points, Enrolled: true}
+	*valuePtr.(*rewards.Status) = rewards.Status{CustomerID: "c-1", Points: v.points, Tier: rewards.TierBasic, Enrolled: true}
 	return nil
 }
 
