@@ -21,12 +21,18 @@ STATICCHECK := $(BIN)/staticcheck
 ERRCHECK := $(BIN)/errcheck
 NATS_SERVER := $(BIN)/nats-server
 JAEGER := $(BIN)/jaeger
+TS_CLIENT_MODULES := clients/ts/node_modules/.package-lock.json
 
 .PHONY: all tools cluster-tools build run run-cluster lint test test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools $(JAEGER)
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools $(JAEGER) $(TS_CLIENT_MODULES)
+
+# The TypeScript client's packages (clients/ts, pinned by its package-lock.json),
+# for its tests against the running API (internal/tests/integration/api).
+$(TS_CLIENT_MODULES): clients/ts/package-lock.json
+	npm ci --prefix clients/ts --no-audit --no-fund
 
 # The Temporal CLI embeds the dev server and its Web UI. The first build takes a
 # few minutes and about 2 GB of memory; later builds reuse the Go build cache.
@@ -113,7 +119,7 @@ lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 # Redis. REQUIRE_SERVICES=1 turns a missing service into a failure. The
 # packages that need the real server take turns with it (a file lock), and a
 # package's wait counts towards its timeout, hence -timeout.
-test: $(TEMPORAL) $(NATS_SERVER) cluster-tools
+test: $(TEMPORAL) $(NATS_SERVER) cluster-tools $(JAEGER) $(TS_CLIENT_MODULES)
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:

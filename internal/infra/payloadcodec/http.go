@@ -61,6 +61,21 @@ func ParseOrigins(list string) ([]string, error) {
 	return origins, nil
 }
 
+// operations are the codec endpoint's operations, each served under
+// PathPrefix.
+var operations = []string{"encode", "decode"}
+
+// Routes returns the method and pattern of every route Handler serves
+// ("POST /codec/encode"), for the tests that hold the HTTP API's OpenAPI
+// document to the routes the API server registers.
+func Routes() []string {
+	var out []string
+	for _, op := range operations {
+		out = append(out, "POST "+PathPrefix+"/"+op, "OPTIONS "+PathPrefix+"/"+op)
+	}
+	return out
+}
+
 // Handler serves the codec endpoint of the Temporal Web UI and CLI (the
 // remote codec protocol): POST PathPrefix/encode and PathPrefix/decode take
 // and return {"payloads": [{"metadata": {...}, "data": "..."}]} (proto JSON,
@@ -72,7 +87,7 @@ func Handler(c *Codec, opts HandlerOptions) http.Handler {
 		codec = opts.Authenticate(codec)
 	}
 	mux := http.NewServeMux()
-	for _, op := range []string{"encode", "decode"} {
+	for _, op := range operations {
 		mux.Handle("POST "+PathPrefix+"/"+op, http.MaxBytesHandler(codec, maxCodecBody))
 		mux.HandleFunc("OPTIONS "+PathPrefix+"/"+op, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Access-Control-Allow-Methods", "POST, OPTIONS")

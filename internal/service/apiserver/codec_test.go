@@ -13,6 +13,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/service/auth"
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/store"
 )
 
@@ -83,7 +84,7 @@ func TestCodecEndpointCredentials(t *testing.T) {
 			if tt.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.token)
 			}
-			resp, err := srv.Client().Do(req)
+			resp, err := openapitest.Client(t, srv.Client()).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/internal/testkit/tlstest"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/workflows/rewards"
@@ -128,7 +129,7 @@ func TestServeHTTPS(t *testing.T) {
 	addr, out := serveForTest(t, srv, dbtest.SQLite(t).URL, func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile, a.KeyFile })
 	roots := x509.NewCertPool()
 	roots.AddCert(a.Cert)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	hc := openapitest.Client(t, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}})
 	resp := waitForServe(t, func() (*http.Response, error) { return hc.Get("https://" + addr + "/healthz") })
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.TLS == nil || resp.TLS.PeerCertificates[0].SerialNumber.Int64() != 7 {
@@ -180,7 +181,7 @@ func TestServeEncryptsAndDecodesForTheWebUI(t *testing.T) {
 	addr, out := serveForTest(t, srv, db.URL, func(c *Config) { c.TLSCert, c.TLSKey, c.CodecOrigins = pair.CertFile, pair.KeyFile, webUIOrigin })
 	roots := x509.NewCertPool()
 	roots.AddCert(pair.Cert)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	hc := openapitest.Client(t, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}})
 	base := "https://" + addr
 
 	send := func(method, path, token, body string, header map[string]string) (int, string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/platform"
+	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
 )
 
@@ -183,6 +184,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if err = hideOthers(r, "run", runID, view.TenantID, err); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if view.Tasks == nil {
+		view.Tasks = []store.Task{} // a run without tasks yet: [], never null
 	}
 	writeJSON(w, http.StatusOK, view)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
 	platformwf "github.com/entityflow/entityflow/workflows/platform"
@@ -100,7 +101,7 @@ type statusValue struct{ points int64 }
 func (statusValue) HasValue() bool { return true }
 
 func (v statusValue) Get(valuePtr any) error {
-	*valuePtr.(*rewards.Status) = rewards.Status{CustomerID: "c-1", Points: v.points, Enrolled: true}
+	*valuePtr.(*rewards.Status) = rewards.Status{CustomerID: "c-1", Points: v.points, Tier: rewards.TierBasic, Enrolled: true}
 	return nil
 }
 
@@ -129,7 +130,7 @@ func newTenantAPI(t *testing.T, keys *authtest.Keys, api *httpapi.Server) *tenan
 	if api.Idempotency == nil {
 		api.Idempotency = &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger}
 	}
-	a := &tenantAPI{h: api.Handler(), tokens: map[string]string{}}
+	a := &tenantAPI{h: openapitest.Handler(t, api.Handler()), tokens: map[string]string{}}
 	for _, id := range []string{tenant.Default, "t-a", "t-b"} {
 		a.tokens[id] = keys.Issue(t, id)
 	}

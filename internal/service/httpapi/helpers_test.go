@@ -13,6 +13,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/httpapi"
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/tenant"
 )
 
@@ -37,7 +38,7 @@ func withKey(t testing.TB, api *httpapi.Server) http.Handler {
 	keys := authtest.New(t)
 	api.Auth = keys.Auth
 	token := keys.Issue(t, tenant.Default)
-	h := api.Handler()
+	h := openapitest.Handler(t, api.Handler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			r.Header.Set("Authorization", "Bearer "+token)

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
@@ -74,8 +75,24 @@ type Server struct {
 // Handler returns the API's routes, each with the scope it needs: the
 // customers' commands rewards:write, their status rewards:read; events,
 // definitions and runs activities:write, reading definitions and runs
-// activities:read. It panics when s.Auth is nil.
+// activities:read. GET /healthz and GET /openapi.json need no credentials.
+// It panics when s.Auth is nil.
 func (s *Server) Handler() http.Handler {
+	mux, _ := s.build()
+	return mux
+}
+
+// Routes returns the method and pattern of every route Handler serves, as
+// registered ("POST /v1/events"; not the catch-all 404), for the tests that
+// hold the OpenAPI document (contracts.OpenAPI) to them. It panics when
+// s.Auth is nil.
+func (s *Server) Routes() []string {
+	_, patterns := s.build()
+	return patterns
+}
+
+// build returns the API's handler and the patterns of its routes.
+func (s *Server) build() (*http.ServeMux, []string) {
 	if s.Auth == nil {
 		panic("httpapi: Server.Auth is nil: every route but GET /healthz needs credentials")
 	}
@@ -84,8 +101,13 @@ func (s *Server) Handler() http.Handler {
 		tenants = &auth.TenantLimiter{}
 	}
 	mux := http.NewServeMux()
+	var patterns []string
+	handle := func(pattern string, h http.Handler) {
+		mux.Handle(pattern, h)
+		patterns = append(patterns, pattern)
+	}
 	route := func(pattern string, h http.Handler) {
-		mux.Handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
+		handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
 	}
 	read := func(pattern, scope string, h http.HandlerFunc) {
 		route(pattern, s.Auth.Require(scope, h))
@@ -109,14 +131,27 @@ func (s *Server) Handler() http.Handler {
 	command("POST /v1/activities/{activity_id}/runs", auth.ScopeActivitiesWrite, "runs", nil, s.startRun)
 	read("GET /v1/runs/{run_id}", auth.ScopeActivitiesRead, s.getRun)
 	route("GET /healthz", http.HandlerFunc(s.health))
+	route("GET /openapi.json", http.HandlerFunc(serveOpenAPI))
 	if s.MetricsHandler != nil {
-		mux.Handle("GET /metrics", s.metricsGuard(s.MetricsHandler))
+		handle("GET /metrics", s.metricsGuard(s.MetricsHandler))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: "no route for " + r.Method + " " + r.URL.Path})
 	})
-	return mux
+	return mux, patterns
+}
+
+// openAPIDocument is the API's OpenAPI document, read once.
+var openAPIDocument = contracts.OpenAPI()
+
+// serveOpenAPI is GET /openapi.json: the API's OpenAPI 3.1 document
+// (contracts/openapi.json), without credentials, like GET /healthz: it
+// describes the routes, not anyone's data.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(openAPIDocument)
 }
 
 // problemMetricsForbidden is the 403 of GET /metrics on an API without a

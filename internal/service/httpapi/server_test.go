@@ -25,6 +25,7 @@ import (
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 )
 
 // emptyTemporal is a Temporal server without any workflow: queries find
@@ -50,7 +51,7 @@ func authedAPI(t *testing.T, cfg func(*httpapi.Server)) (*authtest.Keys, http.Ha
 	if cfg != nil {
 		cfg(api)
 	}
-	return keys, api.Handler()
+	return keys, openapitest.Handler(t, api.Handler())
 }
 
 // routes are the API's routes with the scope each needs, and what a request

@@ -103,7 +103,7 @@ func docFiles(t *testing.T, root string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"README.md"}
+	files := []string{"README.md", "clients/ts/README.md"}
 	for _, p := range pages {
 		rel, err := filepath.Rel(root, p)
 		if err != nil {

@@ -120,7 +120,7 @@ func packages(t *testing.T) map[string]*build.Package {
 			return err
 		}
 		name := d.Name()
-		if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "data") {
+		if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "data" || name == "node_modules") {
 			return filepath.SkipDir
 		}
 		pkg, err := build.ImportDir(path, 0)

@@ -42,6 +42,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
 	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
 	platformwf "github.com/entityflow/entityflow/workflows/platform"
@@ -116,7 +117,14 @@ func newStackWith(t testing.TB, keys idempotency.KeyStore, cfg stackConfig) *sta
 		Admission:    cfg.admission,
 		Logger:       logger,
 	}
-	srv := httptest.NewServer(api.Handler())
+	// Every request and answer is held to the OpenAPI document, those of
+	// the TypeScript client's tests included; benchmarks measure the API
+	// alone.
+	handler := api.Handler()
+	if _, bench := t.(*testing.B); !bench {
+		handler = openapitest.Handler(t, handler)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
 	return s
