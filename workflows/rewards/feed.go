@@ -260,9 +260,7 @@ func (e *entity) publishChanges(ctx workflow.Context) {
 		}
 		n := min(len(e.st.Outbox), MaxChangesPerPublish)
 		batch := ChangeBatch{Changes: slices.Clone(e.st.Outbox[:n])}
-		e.publishing = true
 		err := e.publish(ctx, batch)
-		e.publishing = false
 		var canceled *temporal.CanceledError
 		if errors.As(err, &canceled) {
 			return
@@ -276,6 +274,5 @@ func (e *entity) publishChanges(ctx workflow.Context) {
 			continue
 		}
 		e.st.Outbox = slices.Delete(e.st.Outbox, 0, n)
-		e.published += n
 	}
 }

@@ -319,3 +319,38 @@ func TestFeedOutboxPublishedByARunHeldBack(t *testing.T) {
 		t.Fatalf("stream %+v, want the handed change only", s.stored)
 	}
 }
+
+// With the outbox full (a NATS outage), add-points signals wait in their
+// channel; an unenroll behind them waits until the outbox has room and they
+// are applied. (A ContinueAsNew due meanwhile waits the same way, held; the
+// test environment delivers simultaneous signals in separate tasks, so it
+// cannot put signals in the channel at that moment.)
+func TestFeedFullOutboxLosesNoEvent(t *testing.T) {
+	h, s := feedEntity(t, rewards.FeedAll)
+	s.fail = func(call int) int {
+		if call <= 3 {
+			return 0 // NATS down for the first three publications
+		}
+		return -1
+	}
+	id := rewards.RewardsWorkflowID("c-full")
+	outbox := make([]rewards.Change, rewards.MaxOutbox-1)
+	for i := range outbox {
+		outbox[i] = rewards.Change{Seq: int64(i + 1), Kind: rewards.ChangeBalanceChanged, TenantID: "default", CustomerID: "c-full",
+			WorkflowID: id, At: start, Cause: rewards.Cause{Type: rewards.CauseEvent}, Balance: int64(i + 1), Delta: 1}
+	}
+	in := rewards.RewardsInput{CustomerID: "c-full", Carried: &rewards.RewardsState{Run: 2, Points: 5000, EnrollRecorded: true,
+		NotifiedTier: rewards.TierPlatinum, FeedSeq: int64(len(outbox)), Outbox: outbox}}
+	res := h.run(in, func(env *testsuite.TestWorkflowEnvironment) {
+		for i := range 4 {
+			signal(env, time.Second, event(fmt.Sprint("k-", i), 10))
+		}
+		unenroll(env, 2*time.Second)
+	})
+	if res.err != nil || res.next != nil {
+		t.Fatalf("run: %+v", res)
+	}
+	if res.status.EventCount != 4 || len(s.stored) != len(outbox)+4+1 {
+		t.Fatalf("%d events applied, %d changes published: want the 4 events that waited behind the full outbox, then unenrolled", res.status.EventCount, len(s.stored))
+	}
+}

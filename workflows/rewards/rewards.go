@@ -106,9 +106,6 @@ type entity struct {
 	// entityRunID is the first run of the entity's chain (Change.EntityRunID).
 	entityRunID string
 
-	publishing bool // a PublishChanges activity is running
-	published  int  // changes published by this run
-
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
 	nudges   workflow.ReceiveChannel
@@ -186,7 +183,7 @@ func (e *entity) register(ctx workflow.Context) error {
 			if err := e.awaitMembership(ctx); err != nil {
 				return PointsResult{}, err
 			}
-			if err := e.awaitOutboxRoom(ctx); err != nil {
+			if err := e.awaitOutboxRoom(ctx, 1); err != nil {
 				return PointsResult{}, err
 			}
 			return e.apply(ctx, p, true)
@@ -217,10 +214,24 @@ func (e *entity) awaitMembership(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return e.member != checking })
 }
 
-// awaitOutboxRoom waits while the feed's outbox is full (MaxOutbox); it
-// returns at once when it is not, as it always is before release 6.
-func (e *entity) awaitOutboxRoom(ctx workflow.Context) error {
-	return workflow.Await(ctx, e.outboxRoom)
+// awaitOutboxRoom waits until the feed's outbox has room for the changes of
+// n events (two each at most: balance_changed and tier_changed) within
+// MaxOutbox, or is empty; it returns at once when it has, as it always has
+// before release 6.
+func (e *entity) awaitOutboxRoom(ctx workflow.Context, n int) error {
+	return workflow.Await(ctx, func() bool {
+		return len(e.st.Outbox) == 0 || len(e.st.Outbox)+2*n <= MaxOutbox
+	})
+}
+
+// held reports whether events wait for room in a full outbox: add-points
+// signals left in their channel, or updates waiting in awaitOutboxRoom. The
+// entity neither unenrolls nor continues as new meanwhile, for either would
+// drop them (an unenrolled entity refuses them; the SDK does not carry a
+// signal left in its channel to the next run). Never before release 6,
+// whose outbox is empty.
+func (e *entity) held(ctx workflow.Context) bool {
+	return !e.outboxRoom() && (e.points.Len() > 0 || !workflow.AllHandlersFinished(ctx))
 }
 
 // run is the main loop. It never blocks on an activity, so signals are taken in
@@ -251,8 +262,8 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	for {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
-			return e.points.Len() > 0 && e.outboxRoom() || e.unenroll.Len() > 0 || e.nudges.Len() > 0 || e.timerFired ||
-				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx)
+			return e.points.Len() > 0 && e.outboxRoom() || e.unenroll.Len() > 0 && !e.held(ctx) || e.nudges.Len() > 0 || e.timerFired ||
+				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx) && !e.held(ctx)
 		})
 		if err != nil {
 			return e.status(), err
@@ -273,7 +284,7 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 				e.log.Warn("add-points signal refused", "dedup_key", p.event.DedupKey, "error", err)
 			}
 		}
-		if e.unenroll.ReceiveAsync(nil) {
+		if !e.held(ctx) && e.unenroll.ReceiveAsync(nil) {
 			return e.leave(ctx)
 		}
 		now := workflow.Now(ctx)
@@ -283,7 +294,7 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 			e.expireInactivity(now)
 		}
 		e.upsertSearchAttributes(ctx)
-		if e.readyToContinue(ctx) {
+		if e.readyToContinue(ctx) && !e.held(ctx) {
 			// Nothing yields between the drain above and this return, so no signal
 			// can arrive unseen; one that reaches the server meanwhile fails the
 			// workflow task, which then runs again with it.

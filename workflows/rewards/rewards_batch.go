@@ -109,7 +109,7 @@ func (e *entity) applyBatch(ctx workflow.Context, b pointEventBatchPayload) (Bat
 	if err := e.awaitMembership(ctx); err != nil {
 		return BatchResult{}, err
 	}
-	if err := e.awaitOutboxRoom(ctx); err != nil {
+	if err := e.awaitOutboxRoom(ctx, len(b.items)); err != nil {
 		return BatchResult{}, err
 	}
 	out := BatchResult{Results: make([]BatchItemResult, len(b.items))}

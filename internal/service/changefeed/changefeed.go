@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,8 +66,15 @@ func (c Config) prefix() string {
 }
 
 // Subject returns the subject of a change of tenant's customer:
-// {prefix}.{tenant}.{customer}, the default tenant written "default".
+// {prefix}.{tenant}.{customer}, the default tenant written "default". A
+// customer ID whose dots would leave an empty token (a leading, trailing or
+// doubled dot, which customer IDs may have) is written with every dot as an
+// underscore, for NATS refuses a subject with an empty token; the payload
+// keeps the ID as it is.
 func Subject(prefix, tenantID, customer string) string {
+	if strings.HasPrefix(customer, ".") || strings.HasSuffix(customer, ".") || strings.Contains(customer, "..") {
+		customer = strings.ReplaceAll(customer, ".", "_")
+	}
 	return prefix + "." + tenant.Normalize(tenantID) + "." + customer
 }
 
@@ -89,10 +97,26 @@ type Publisher struct {
 
 // Publish sends each change in order and waits for its acknowledgement
 // before the next, so the stream never holds a change before one that
-// precedes it; a change the stream already holds (the same message ID within
-// the duplicate window) is acknowledged as a duplicate and not stored again.
+// precedes it. It first reads the last change the stream holds on the
+// entity's subject and skips the changes up to it, so a change is stored
+// once even when it is published again after the duplicate window (a
+// publication cut off by an outage longer than the window); a change sent
+// twice within the window (two publishers at once: a run's abandoned
+// publication and the next run's) is acknowledged as a duplicate and not
+// stored again.
 func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	subject := Subject(p.Prefix, changes[0].TenantID, changes[0].CustomerID)
+	stored, err := p.lastStored(ctx, subject, changes[0])
+	if err != nil {
+		return err
+	}
 	for _, c := range changes {
+		if c.Seq <= stored {
+			continue
+		}
 		data, err := json.Marshal(c)
 		if err != nil {
 			return fmt.Errorf("encoding change %s: %w", c.MsgID(), err)
@@ -107,6 +131,31 @@ func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change) err
 		}
 	}
 	return nil
+}
+
+// lastStored returns the seq of the last change of like's entity (the same
+// workflow ID and entity run) that the stream holds on subject, 0 if the
+// last message there is none of its (none at all, or another entity's: a
+// customer enrolled again, or one whose subject another's ID shares).
+func (p *Publisher) lastStored(ctx context.Context, subject string, like rewardswf.Change) (int64, error) {
+	gctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	stream, err := p.JS.Stream(gctx, p.Stream)
+	if err != nil {
+		return 0, fmt.Errorf("looking up stream %s: %w", p.Stream, err)
+	}
+	msg, err := stream.GetLastMsgForSubject(gctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the last change on %s: %w", subject, err)
+	}
+	var last rewardswf.Change
+	if err := json.Unmarshal(msg.Data, &last); err != nil || last.WorkflowID != like.WorkflowID || last.EntityRunID != like.EntityRunID {
+		return 0, nil
+	}
+	return last.Seq, nil
 }
 
 // EnsureStream creates the feed's stream if it is missing (file storage,

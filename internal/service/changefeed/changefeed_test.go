@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,11 +110,22 @@ func TestOverlaps(t *testing.T) {
 }
 
 func TestSubject(t *testing.T) {
-	if got := changefeed.Subject("rewards.changes", "", "c.1"); got != "changes.rewards.default.c.1" {
-		t.Errorf("default tenant: %s", got)
-	}
-	if got := changefeed.Subject("rewards.changes", "t-1", "c-1"); got != "rewards.changes.t-1.c-1" {
-		t.Errorf("tenant t-1: %s", got)
+	for _, tc := range []struct {
+		tenant, customer, want string
+	}{
+		{"", "c.1", "changes.rewards.default.c.1"},
+		{"default", "c-1", "changes.rewards.default.c-1"},
+		{"t-1", "c-1", "changes.rewards.t-1.c-1"},
+		// A customer ID that would leave an empty token has its dots written
+		// as underscores: NATS refuses a subject with an empty token.
+		{"", "a.", "changes.rewards.default.a_"},
+		{"", ".a", "changes.rewards.default._a"},
+		{"t-1", "a..b", "changes.rewards.t-1.a__b"},
+		{"", "a.b.c", "changes.rewards.default.a.b.c"},
+	} {
+		if got := changefeed.Subject("changes.rewards", tc.tenant, tc.customer); got != tc.want {
+			t.Errorf("Subject(%q, %q) = %q, want %q", tc.tenant, tc.customer, got, tc.want)
+		}
 	}
 }
 
@@ -178,6 +190,66 @@ func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
 		}
 		if err := validate(sch, m.Data); err != nil {
 			t.Fatalf("message %d does not validate: %v", seq, err)
+		}
+	}
+}
+
+// Against a real NATS server whose stream's duplicate window has passed: a
+// publication cut off by an outage and sent again after the window still
+// stores each change once (Publish skips what the stream holds), and the
+// changes of another entity under the same subject (a customer enrolled
+// again: a new entity run) are all stored.
+func TestPublishAfterTheDuplicateWindowStoresEachChangeOnce(t *testing.T) {
+	srv := natsserver.ForTest(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const window = 100 * time.Millisecond
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: changefeed.DefaultStream, Subjects: []string{changefeed.DefaultPrefix + ".>"}, Duplicates: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &changefeed.Publisher{JS: js, Stream: changefeed.DefaultStream, Prefix: changefeed.DefaultPrefix}
+	batch := func(run string, from, to int) []rewardswf.Change {
+		var out []rewardswf.Change
+		for i := from; i <= to; i++ {
+			out = append(out, change(rewardswf.ChangeBalanceChanged, func(c *rewardswf.Change) { c.Seq, c.Delta, c.EntityRunID = int64(i), 10, run }))
+		}
+		return out
+	}
+	for _, b := range [][]rewardswf.Change{batch("run-a", 1, 3), batch("run-a", 2, 5), batch("run-b", 1, 2)} {
+		time.Sleep(2 * window) // each publication after the window
+		if err := p.Publish(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"run-a:1", "run-a:2", "run-a:3", "run-a:4", "run-a:5", "run-b:1", "run-b:2"}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(len(want)) {
+		t.Fatalf("the stream holds %d changes, want %d", info.State.Msgs, len(want))
+	}
+	for i, w := range want {
+		m, err := s.GetMsg(ctx, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c rewardswf.Change
+		if err := json.Unmarshal(m.Data, &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%s:%d", c.EntityRunID, c.Seq); got != w {
+			t.Fatalf("message %d is %s, want %s", i+1, got, w)
 		}
 	}
 }
