@@ -125,6 +125,13 @@ func deadLettersCommand(ctx context.Context, fs *flag.FlagSet, g globals, args [
 	}
 	rep, err := req.bus.Replay(ctx, letters, req.replay)
 	if err != nil {
+		// Letters may have been sent already: say which before the error.
+		if sent(rep) {
+			if perr := printReplay(out, *g.asJSON, rep); perr != nil {
+				return errors.Join(err, perr)
+			}
+			return fmt.Errorf("replay stopped after sending the letters the report shows with a sequence (their outcome is undecided where it shows none): %w", err)
+		}
 		return err
 	}
 	if err := printReplay(out, *g.asJSON, rep); err != nil {
@@ -134,6 +141,17 @@ func deadLettersCommand(ctx context.Context, fs *flag.FlagSet, g globals, args [
 		return fmt.Errorf("%d dead letters still failing, %d pending", rep.StillFailing, rep.Pending)
 	}
 	return nil
+}
+
+// sent reports whether a replay republished any letter (one with the
+// sequence its stream stored it at).
+func sent(rep deadletters.Report) bool {
+	for _, r := range rep.Results {
+		if r.Sequence != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // nonNil makes an empty list print as [] in JSON.

@@ -2,6 +2,7 @@ package feed_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,12 +12,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/service/changefeed"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
+	"github.com/entityflow/entityflow/internal/testkit/cluster"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/workflows/rewards"
@@ -29,8 +33,12 @@ import (
 // times, each round starting with another mode, so that the machine's drift
 // shows and falls on each mode alike. It reports events/s per mode; run it
 // with -benchtime 1x.
+//
+// With -feed-server cluster it runs on temporal-server on PostgreSQL
+// (internal/testkit/cluster) instead of the dev server, for the figure on
+// the real server.
 func BenchmarkFeedEventsPerSecond(b *testing.B) {
-	srv := devserver.ForTest(b, devserver.Options{})
+	tc := benchTemporal(b)
 	ns := natsserver.ForTest(b)
 	nc, err := nats.Connect(ns.URL)
 	if err != nil {
@@ -48,13 +56,13 @@ func BenchmarkFeedEventsPerSecond(b *testing.B) {
 	}
 	pub := &changefeed.Publisher{JS: js, Stream: changefeed.DefaultStream, Prefix: changefeed.DefaultPrefix}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rc := &rewardsclient.Client{Temporal: srv.Client(), AttemptTimeout: 10 * time.Second, Attempts: 60, Logger: quiet}
+	rc := &rewardsclient.Client{Temporal: tc, AttemptTimeout: 10 * time.Second, Attempts: 60, Logger: quiet}
 	modes := []rewards.FeedMode{rewards.FeedOff, rewards.FeedChanges, rewards.FeedAll}
 	for round := range 3 {
 		for i := range modes {
 			mode := modes[(i+round)%len(modes)]
 			b.Run(fmt.Sprintf("%s/round%d", mode, round+1), func(b *testing.B) {
-				w := rewardsworker.NewWithFeed(srv.Client(), "default", rewardsact.LogRecorder{Logger: quiet},
+				w := rewardsworker.NewWithFeed(tc, "default", rewardsact.LogRecorder{Logger: quiet},
 					rewardsworker.Feed{Mode: mode, Publisher: pub}, worker.Options{})
 				if err := w.Start(); err != nil {
 					b.Fatal(err)
@@ -67,6 +75,25 @@ func BenchmarkFeedEventsPerSecond(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchServer picks the Temporal server of BenchmarkFeedEventsPerSecond.
+var benchServer = flag.String("feed-server", "dev", "the Temporal server of the benchmark: dev (the CLI's dev server, in memory) or cluster (temporal-server on PostgreSQL)")
+
+// benchTemporal starts the server -feed-server names and returns a client.
+func benchTemporal(b *testing.B) client.Client {
+	b.Helper()
+	if *benchServer != "cluster" {
+		return devserver.ForTest(b, devserver.Options{}).Client()
+	}
+	srv := cluster.ForTest(b)
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
 }
 
 const (
