@@ -15,26 +15,13 @@ import (
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/changefeed"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
+	"github.com/entityflow/entityflow/internal/testkit/schematest"
 	rewardswf "github.com/entityflow/entityflow/workflows/rewards"
 )
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(contracts.RewardsChangeSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	if err := c.AddResource(contracts.RewardsChangeSchemaID, doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(contracts.RewardsChangeSchemaID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch
+	return schematest.Compile(t, contracts.RewardsChangeSchemaID, contracts.RewardsChangeSchema())
 }
 
 func validate(sch *jsonschema.Schema, data []byte) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/internal/testkit/histories"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
+	"github.com/entityflow/entityflow/internal/testkit/schematest"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -237,21 +238,7 @@ func check(t *testing.T, msgs []message, customers []string) int {
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(contracts.RewardsChangeSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	if err := c.AddResource(contracts.RewardsChangeSchemaID, doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(contracts.RewardsChangeSchemaID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch
+	return schematest.Compile(t, contracts.RewardsChangeSchemaID, contracts.RewardsChangeSchema())
 }
 
 func customers(prefix string, n int) []string {
