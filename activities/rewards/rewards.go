@@ -41,7 +41,9 @@ type SearchAttributeLister func(ctx context.Context) (map[string]enums.IndexedVa
 // of the batch is acknowledged, so that the stream holds an entity's changes
 // in sequence order whoever publishes them, as often as they are published.
 type ChangePublisher interface {
-	Publish(ctx context.Context, changes []rewardswf.Change) error
+	// Publish sends changes in order; with again (some may be in the
+	// stream already) it first skips those the stream holds.
+	Publish(ctx context.Context, changes []rewardswf.Change, again bool) error
 }
 
 // Rewards holds the rewards entity's activities.
@@ -109,7 +111,8 @@ func (a *Rewards) PublishChanges(ctx context.Context, in rewardswf.ChangeBatch) 
 	if len(in.Changes) == 0 {
 		return nil
 	}
-	if err := a.Changes.Publish(ctx, in.Changes); err != nil {
+	again := in.Again || activity.GetInfo(ctx).Attempt > 1
+	if err := a.Changes.Publish(ctx, in.Changes, again); err != nil {
 		return fmt.Errorf("publishing changes %d to %d of %s: %w", in.Changes[0].Seq, in.Changes[len(in.Changes)-1].Seq, in.Changes[0].WorkflowID, err)
 	}
 	return nil

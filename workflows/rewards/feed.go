@@ -110,6 +110,11 @@ func (c Change) MsgID() string { return fmt.Sprintf("%s:%s:%d", c.WorkflowID, c.
 // entity in sequence order.
 type ChangeBatch struct {
 	Changes []Change `json:"changes"`
+	// Again says that some of the changes may be in the stream already (an
+	// earlier publication of them failed, or a run before this one handed
+	// them): the publisher then skips those it finds there. A first
+	// publication of new changes needs no such look.
+	Again bool `json:"again,omitempty"`
 }
 
 // Bounds of the feed.
@@ -238,11 +243,15 @@ func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
 			MaximumInterval:    time.Second,
 		},
 	})
+	last := batch.Changes[len(batch.Changes)-1].Seq
+	batch.Again = batch.Changes[0].Seq <= e.handed
+	e.handed = max(e.handed, last)
 	err := workflow.ExecuteLocalActivity(lctx, ActivityPublishChanges, batch).Get(ctx, nil)
 	if err == nil || temporal.IsCanceledError(err) {
 		return err
 	}
 	e.log.Warn("publishing changes locally failed; falling back to the PublishChanges activity", "first_seq", batch.Changes[0].Seq, "error", err)
+	batch.Again = true
 	return workflow.ExecuteActivity(withPublishOptions(ctx), ActivityPublishChanges, batch).Get(ctx, nil)
 }
 

@@ -29,12 +29,20 @@ type stream struct {
 	calls  int
 	sizes  []int
 	fail   func(call int) int
+	// unflagged counts changes the stream held already that came in a
+	// publication not marked again: the publisher would not have looked.
+	unflagged int
 }
 
-func (s *stream) Publish(_ context.Context, changes []rewards.Change) error {
+func (s *stream) Publish(_ context.Context, changes []rewards.Change, again bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	for _, c := range changes {
+		if !again && s.ids[c.MsgID()] {
+			s.unflagged++
+		}
+	}
 	s.sizes = append(s.sizes, len(changes))
 	upTo := len(changes)
 	if s.fail != nil {
@@ -65,6 +73,9 @@ func (s *stream) check(t *testing.T, workflowID string) []rewards.ChangeKind {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.unflagged > 0 {
+		t.Fatalf("%d changes the stream held came again in publications not marked again", s.unflagged)
+	}
 	var kinds []rewards.ChangeKind
 	for i, c := range s.stored {
 		// The test environment reports no first run ID; the real server's is

@@ -97,21 +97,26 @@ type Publisher struct {
 
 // Publish sends each change in order and waits for its acknowledgement
 // before the next, so the stream never holds a change before one that
-// precedes it. It first reads the last change the stream holds on the
-// entity's subject and skips the changes up to it, so a change is stored
+// precedes it. Publishing again (again: an earlier publication of some of
+// the changes failed, or a run before handed them), it first reads the last
+// change the stream holds on the entity's subject and skips the changes up
+// to it, so a change is stored
 // once even when it is published again after the duplicate window (a
 // publication cut off by an outage longer than the window); a change sent
 // twice within the window (two publishers at once: a run's abandoned
 // publication and the next run's) is acknowledged as a duplicate and not
 // stored again.
-func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change) error {
+func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change, again bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	subject := Subject(p.Prefix, changes[0].TenantID, changes[0].CustomerID)
-	stored, err := p.lastStored(ctx, subject, changes[0])
-	if err != nil {
-		return err
+	var stored int64
+	if again {
+		var err error
+		subject := Subject(p.Prefix, changes[0].TenantID, changes[0].CustomerID)
+		if stored, err = p.lastStored(ctx, subject, changes[0]); err != nil {
+			return err
+		}
 	}
 	for _, c := range changes {
 		if c.Seq <= stored {

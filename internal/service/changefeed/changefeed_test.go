@@ -152,7 +152,7 @@ func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
 		batch = append(batch, change(rewardswf.ChangeBalanceChanged, func(c *rewardswf.Change) { c.Seq, c.Delta = int64(i+1), 10 }))
 	}
 	for _, b := range [][]rewardswf.Change{batch[:3], batch, batch[2:]} {
-		if err := p.Publish(ctx, b); err != nil {
+		if err := p.Publish(ctx, b, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,7 +214,7 @@ func TestPublishAfterTheDuplicateWindowStoresEachChangeOnce(t *testing.T) {
 	}
 	for _, b := range [][]rewardswf.Change{batch("run-a", 1, 3), batch("run-a", 2, 5), batch("run-b", 1, 2)} {
 		time.Sleep(2 * window) // each publication after the window
-		if err := p.Publish(ctx, b); err != nil {
+		if err := p.Publish(ctx, b, true); err != nil {
 			t.Fatal(err)
 		}
 	}
