@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/internal/service/deadletters"
@@ -45,15 +44,7 @@ func parseDeadLetters(fs *flag.FlagSet, args []string, now time.Time) (deadLette
 		return deadLettersRequest{}, fmt.Errorf("unknown deadletters command %q\n%s", req.sub, deadLettersUsage)
 	}
 	fs.Init("starter deadletters "+req.sub, flag.ContinueOnError)
-	fs.StringVar(&req.natsURL, "nats-url", nats.DefaultURL, "NATS server `url`s, comma-separated")
-	fs.StringVar(&req.nats.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
-	fs.StringVar(&req.nats.CertFile, "nats-cert", "", "PEM `file` of a TLS client certificate, with -nats-key")
-	fs.StringVar(&req.nats.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
-	fs.StringVar(&req.nats.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
-	fs.StringVar(&req.nats.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
-	fs.StringVar(&req.nats.User, "nats-user", "", "NATS `user`, with its password")
-	fs.StringVar(&req.nats.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
-	fs.StringVar(&req.nats.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
+	req.nats.AddFlags(fs, &req.natsURL, "NATS server `url`s, comma-separated")
 	fs.StringVar(&req.bus.Stream, "ingest-dead-letter-stream", ingress.DefaultDeadLetterStream, "JetStream `stream` of dead letters")
 	fs.StringVar(&req.bus.Prefix, "ingest-dead-letter-prefix", ingress.DefaultDeadLetterPrefix, "subject `prefix` of dead letters: {prefix}.{original subject}")
 	reasons := fs.String("reason", "", "only letters of these `reasons`, comma-separated: "+strings.Join(deadletters.Reasons, ", "))

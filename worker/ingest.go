@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
@@ -23,15 +22,7 @@ func addIngestFlags(fs *flag.FlagSet, c *workerprocess.IngestConfig) func() erro
 	var tenants, tenantRates string
 	var tenantRate float64
 	fs.BoolVar(&c.Enabled, "ingest", false, "also consume point events and event envelopes from NATS JetStream (the ingress); with -task-queues none, only that")
-	fs.StringVar(&c.NATSURL, "nats-url", nats.DefaultURL, "NATS server `url`s of the ingress and the change feed, comma-separated")
-	fs.StringVar(&c.NATS.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
-	fs.StringVar(&c.NATS.CertFile, "nats-cert", "", "PEM `file` of the ingress's TLS client certificate, with -nats-key")
-	fs.StringVar(&c.NATS.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
-	fs.StringVar(&c.NATS.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
-	fs.StringVar(&c.NATS.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
-	fs.StringVar(&c.NATS.User, "nats-user", "", "NATS `user`, with its password")
-	fs.StringVar(&c.NATS.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
-	fs.StringVar(&c.NATS.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
+	c.NATS.AddFlags(fs, &c.NATSURL, "NATS server `url`s of the ingress and the change feed, comma-separated")
 	fs.StringVar(&ic.PointsStream, "ingest-points-stream", ingress.DefaultPointsStream, "JetStream `stream` of point events, or off")
 	fs.StringVar(&ic.PointsPrefix, "ingest-points-prefix", ingress.DefaultPointsPrefix, "subject `prefix` of point events: {prefix}.{tenant}.{customer}.points")
 	fs.StringVar(&ic.PointsDurable, "ingest-points-durable", ingress.DefaultPointsDurable, "durable consumer `name` of point events, {name}-{partition} per partition")

@@ -3,6 +3,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,6 +27,23 @@ type Security struct {
 	CredsFile, NkeyFile       string
 	User, Password            string
 	Token                     string
+}
+
+// AddFlags defines the bus connection's flags on fs: -nats-url into url
+// (urlUsage its help) and -nats-ca, -nats-cert, -nats-key, -nats-creds,
+// -nats-nkey, -nats-user, -nats-password and -nats-token into s. Every
+// program that connects to the bus takes them with the same names and
+// meaning (their variables, NATS_*, are in each program's flagenv table).
+func (s *Security) AddFlags(fs *flag.FlagSet, url *string, urlUsage string) {
+	fs.StringVar(url, "nats-url", nats.DefaultURL, urlUsage)
+	fs.StringVar(&s.CAFile, "nats-ca", "", "PEM `file` of the CAs that sign the NATS servers' certificates; turns TLS on")
+	fs.StringVar(&s.CertFile, "nats-cert", "", "PEM `file` of a TLS client certificate, with -nats-key")
+	fs.StringVar(&s.KeyFile, "nats-key", "", "PEM `file` of the client certificate's private key")
+	fs.StringVar(&s.CredsFile, "nats-creds", "", "NATS credentials `file` (.creds: user JWT and nkey seed)")
+	fs.StringVar(&s.NkeyFile, "nats-nkey", "", "`file` holding the NATS user's nkey seed")
+	fs.StringVar(&s.User, "nats-user", "", "NATS `user`, with its password")
+	fs.StringVar(&s.Password, "nats-password", "", "the NATS user's `password`; prefer the environment, a flag shows in ps")
+	fs.StringVar(&s.Token, "nats-token", "", "NATS authentication `token`; prefer the environment, a flag shows in ps")
 }
 
 // SecurityFromEnv reads the settings from the environment: NATS_CA,
