@@ -1,7 +1,6 @@
 package contracts_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -13,28 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/testkit/schematest"
 )
-
-// compileSchema compiles the embedded schema with the given $id, as draft
-// 2020-12 with format assertions on (so "date-time" and "uuid" are checked).
-func compileSchema(t *testing.T, id string, data []byte) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("schema %s is not JSON: %v", id, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	if err := c.AddResource(id, doc); err != nil {
-		t.Fatalf("add schema %s: %v", id, err)
-	}
-	sch, err := c.Compile(id)
-	if err != nil {
-		t.Fatalf("compile schema %s: %v", id, err)
-	}
-	return sch
-}
 
 // schemaVerdict validates document with sch; a document that is not one
 // JSON value is rejected, as by any schema validator.
@@ -111,23 +90,23 @@ func parseDefinition(data []byte) error {
 }
 
 func TestEventEnvelopeSchemaAgreesWithParse(t *testing.T) {
-	sch := compileSchema(t, contracts.EventEnvelopeSchemaID, contracts.EventEnvelopeSchema())
+	sch := schematest.Compile(t, contracts.EventEnvelopeSchemaID, contracts.EventEnvelopeSchema())
 	checkAgreement(t, sch, envelopeDocs, parseEnvelope)
 }
 
 func TestActivityDefinitionSchemaAgreesWithParse(t *testing.T) {
-	sch := compileSchema(t, contracts.ActivityDefinitionSchemaID, contracts.ActivityDefinitionSchema())
+	sch := schematest.Compile(t, contracts.ActivityDefinitionSchemaID, contracts.ActivityDefinitionSchema())
 	checkAgreement(t, sch, definitionDocs, parseDefinition)
 }
 
 // TestGoOnlyRules lists, explicitly, what only the Go side rejects.
 func TestGoOnlyRules(t *testing.T) {
 	t.Run("envelope", func(t *testing.T) {
-		sch := compileSchema(t, contracts.EventEnvelopeSchemaID, contracts.EventEnvelopeSchema())
+		sch := schematest.Compile(t, contracts.EventEnvelopeSchemaID, contracts.EventEnvelopeSchema())
 		checkGoOnly(t, sch, goOnlyEnvelopeDocs, parseEnvelope)
 	})
 	t.Run("definition", func(t *testing.T) {
-		sch := compileSchema(t, contracts.ActivityDefinitionSchemaID, contracts.ActivityDefinitionSchema())
+		sch := schematest.Compile(t, contracts.ActivityDefinitionSchemaID, contracts.ActivityDefinitionSchema())
 		checkGoOnly(t, sch, goOnlyDefinitionDocs, parseDefinition)
 	})
 }
@@ -143,7 +122,7 @@ func TestSchemaExamplesParse(t *testing.T) {
 		{contracts.EventEnvelopeSchemaID, contracts.EventEnvelopeSchema(), parseEnvelope},
 		{contracts.ActivityDefinitionSchemaID, contracts.ActivityDefinitionSchema(), parseDefinition},
 	} {
-		sch := compileSchema(t, tc.id, tc.schema)
+		sch := schematest.Compile(t, tc.id, tc.schema)
 		var doc struct {
 			Examples []json.RawMessage `json:"examples"`
 		}
