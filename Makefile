@@ -9,8 +9,8 @@ WORKFLOWCHECK_VERSION := v0.6.0
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 STATICCHECK_VERSION := v0.8.2
 ERRCHECK_VERSION := v1.30.0
-# The bus ingress needs pinned-client priority groups (nats-server 2.11+).
-NATS_SERVER_VERSION := v2.12.15
+# The bus ingress needs streams without a duplicate window (nats-server 2.14+).
+NATS_SERVER_VERSION := v2.15.2
 BENCH_COUNT ?= 6
 FUZZTIME ?= 30s
 

@@ -51,6 +51,8 @@ func parseDeadLetters(fs *flag.FlagSet, args []string, now time.Time) (deadLette
 	subject := fs.String("subject", "", "only letters whose original `subject` matches, with NATS's wildcards (* a token, > the rest)")
 	since := fs.String("since", "", "only letters stored since this `time`: a duration back from now (2h) or an RFC 3339 time")
 	if req.sub == "replay" {
+		fs.StringVar(&req.bus.ReplayStream, "ingest-replay-stream", ingress.DefaultReplayStream, "JetStream `stream` replays are published to (the ingress's -ingest-replay-stream)")
+		fs.StringVar(&req.bus.ReplayPrefix, "ingest-replay-prefix", ingress.DefaultReplayPrefix, "subject `prefix` of replays (the ingress's -ingest-replay-prefix)")
 		fs.StringVar(&req.bus.PointsDurable, "ingest-points-durable", ingress.DefaultPointsDurable, "durable consumer `name` of point events of the ingress ({name}-{partition})")
 		fs.StringVar(&req.bus.EventsDurable, "ingest-events-durable", ingress.DefaultEventsDurable, "durable consumer `name` of event envelopes of the ingress")
 		fs.BoolVar(&req.replay.DryRun, "dry-run", false, "print what would be sent, send nothing")

@@ -32,6 +32,8 @@ var environment = map[string]flagenv.Vars{
 	"deadletters replay": merge(deadLettersEnv, flagenv.Vars{
 		"ingest-points-durable": "INGEST_POINTS_DURABLE",
 		"ingest-events-durable": "INGEST_EVENTS_DURABLE",
+		"ingest-replay-stream":  "INGEST_REPLAY_STREAM",
+		"ingest-replay-prefix":  "INGEST_REPLAY_PREFIX",
 	}),
 	"serve": {
 		"http-addr":            "HTTP_ADDR",

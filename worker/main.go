@@ -180,6 +180,8 @@ var environment = flagenv.Vars{
 	"ingest-events-durable":     "INGEST_EVENTS_DURABLE",
 	"ingest-dead-letter-stream": "INGEST_DEAD_LETTER_STREAM",
 	"ingest-dead-letter-prefix": "INGEST_DEAD_LETTER_PREFIX",
+	"ingest-replay-stream":      "INGEST_REPLAY_STREAM",
+	"ingest-replay-prefix":      "INGEST_REPLAY_PREFIX",
 	"ingest-stream-duplicates":  "INGEST_STREAM_DUPLICATES",
 	"ingest-max-ack-pending":    "INGEST_MAX_ACK_PENDING",
 	"ingest-ack-wait":           "INGEST_ACK_WAIT",

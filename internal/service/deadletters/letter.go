@@ -59,13 +59,14 @@ func letterFrom(prefix, subject string, sequence uint64, stored time.Time, h nat
 	return l
 }
 
-// ReplayID is the Nats-Msg-Id a replay of l carries: its dedup key (the one
-// the ingress applied it under, so the entity's dedup window or the run's
-// workflow ID still recognises it); for a letter refused before its key was
-// read (its subject or tenant), the original's Nats-Msg-Id, else
-// {stream}:{sequence} of the original, which is the key the ingress gives a
+// ReplayKey is the dedup key a replay of l is applied under, which it
+// carries in its Ingest-Dedup-Key header: the letter's dedup key (the one
+// the ingress applied the original under, so the entity's dedup window or
+// the run's workflow ID still recognises it); for a letter refused before
+// its key was read (its subject or tenant), the original's Nats-Msg-Id,
+// else {stream}:{sequence} of the original, the key the ingress gives a
 // point event without one.
-func (l Letter) ReplayID() string {
+func (l Letter) ReplayKey() string {
 	if l.DedupKey != "" {
 		return l.DedupKey
 	}
@@ -75,19 +76,22 @@ func (l Letter) ReplayID() string {
 	return l.Stream + ":" + strconv.FormatUint(l.StreamSequence, 10)
 }
 
-// Message is what a replay of l publishes: its original body on its
-// original subject, with the original's headers (the Ingest-Original-* ones
-// named Nats-* again, but for the Nats-Expected-* checks of the first
-// publish, which would fail now), without the ingress's Ingest-* bookkeeping
-// and the letter's own Nats-* headers, and with Nats-Msg-Id = ReplayID.
-func (l Letter) Message() *nats.Msg {
-	m := nats.NewMsg(l.Subject)
+// Message is what a replay of l publishes on subject (the replay stream's,
+// ingress.ReplaySubject): its original body, with the original's headers
+// (the Ingest-Original-* ones named Nats-* again, but for the
+// Nats-Expected-* checks of the first publish, which would fail now, and
+// the Nats-Stream-Source of an earlier replay), without the ingress's
+// Ingest-* bookkeeping and the letter's own Nats-* headers, and with
+// Nats-Msg-Id = msgID (the letter's own identity, ingress.ReplayMsgID) and
+// Ingest-Dedup-Key = ReplayKey.
+func (l Letter) Message(subject, msgID string) *nats.Msg {
+	m := nats.NewMsg(subject)
 	m.Data = []byte(l.Body)
 	for k, vs := range l.Header {
 		switch {
 		case strings.HasPrefix(k, originalPrefix):
 			name := "Nats-" + strings.TrimPrefix(k, originalPrefix)
-			if strings.HasPrefix(name, "Nats-Expected-") {
+			if strings.HasPrefix(name, "Nats-Expected-") || name == "Nats-Stream-Source" {
 				continue
 			}
 			m.Header[name] = append([]string(nil), vs...)
@@ -96,6 +100,7 @@ func (l Letter) Message() *nats.Msg {
 			m.Header[k] = append([]string(nil), vs...)
 		}
 	}
-	m.Header.Set(nats.MsgIdHdr, l.ReplayID())
+	m.Header.Set(nats.MsgIdHdr, msgID)
+	m.Header.Set(ingress.HeaderDedupKey, l.ReplayKey())
 	return m
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/entityflow/entityflow/internal/service/ingress"
 )
 
 func TestMessageRestoresTheOriginal(t *testing.T) {
@@ -30,25 +32,27 @@ func TestMessageRestoresTheOriginal(t *testing.T) {
 		header nats.Header
 		want   nats.Header
 	}{
-		{"the dedup key is the message ID", with(nats.Header{"Ingest-Dedup-Key": {"k-1"}, "Ingest-Original-Msg-Id": {"m-1"}}),
-			nats.Header{"Nats-Msg-Id": {"k-1"}}},
+		{"the dedup key travels in Ingest-Dedup-Key", with(nats.Header{"Ingest-Dedup-Key": {"k-1"}, "Ingest-Original-Msg-Id": {"m-1"}}),
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}}},
 		{"without a key, the original's message ID", with(nats.Header{"Ingest-Original-Msg-Id": {"m-1"}}),
-			nats.Header{"Nats-Msg-Id": {"m-1"}}},
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"m-1"}}},
 		{"without either, the original's stream and sequence", with(nil),
-			nats.Header{"Nats-Msg-Id": {"REWARDS_POINTS:7"}}},
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"REWARDS_POINTS:7"}}},
 		{"the producer's own headers stay", with(nats.Header{"Ingest-Dedup-Key": {"k-1"}, "Trace-Id": {"a", "b"}}),
-			nats.Header{"Nats-Msg-Id": {"k-1"}, "Trace-Id": {"a", "b"}}},
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}, "Trace-Id": {"a", "b"}}},
 		{"other Nats-* headers are restored", with(nats.Header{"Ingest-Dedup-Key": {"k-1"}, "Ingest-Original-TTL": {"1h"}}),
-			nats.Header{"Nats-Msg-Id": {"k-1"}, "Nats-TTL": {"1h"}}},
-		{"the first publish's expectations are dropped", with(nats.Header{"Ingest-Dedup-Key": {"k-1"},
-			"Ingest-Original-Expected-Stream": {"S"}, "Ingest-Original-Expected-Last-Sequence": {"6"}}),
-			nats.Header{"Nats-Msg-Id": {"k-1"}}},
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}, "Nats-TTL": {"1h"}}},
+		{"the first publish's expectations and an earlier replay's source are dropped", with(nats.Header{"Ingest-Dedup-Key": {"k-1"},
+			"Ingest-Original-Expected-Stream": {"S"}, "Ingest-Original-Expected-Last-Sequence": {"6"},
+			"Ingest-Original-Stream-Source": {"INGEST_REPLAYS 4 x y z"}}),
+			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := letterFrom("ingest.dead", "ingest.dead.rewards.default.c-1.points", 3, time.Now(), tc.header, []byte(`{"points":5}`))
-			m := l.Message()
-			if m.Subject != "rewards.default.c-1.points" || string(m.Data) != `{"points":5}` {
-				t.Errorf("message on %q with %q; want the original subject and body", m.Subject, m.Data)
+			subject := ingress.ReplaySubject(ingress.DefaultReplayPrefix, "partition.3.rewards.default.c-1.points")
+			m := l.Message(subject, ingress.ReplayMsgID(ingress.DefaultDeadLetterStream, l.Sequence))
+			if m.Subject != "ingest.replay.partition.3.rewards.default.c-1.points" || string(m.Data) != `{"points":5}` {
+				t.Errorf("message on %q with %q; want the replay subject and the original body", m.Subject, m.Data)
 			}
 			if !reflect.DeepEqual(m.Header, tc.want) {
 				t.Errorf("headers %v, want %v", m.Header, tc.want)

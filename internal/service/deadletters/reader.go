@@ -20,6 +20,10 @@ type Bus struct {
 	// Stream and Prefix are the dead-letter stream and its subject prefix
 	// (ingress.Config's DeadLetterStream and DeadLetterPrefix).
 	Stream, Prefix string
+	// ReplayStream and ReplayPrefix are the stream replays are published
+	// to and its subject prefix (ingress.Config's ReplayStream and
+	// ReplayPrefix); the points and events streams source it.
+	ReplayStream, ReplayPrefix string
 	// PointsDurable and EventsDurable name the ingress's durable consumers
 	// (PointsDurable and PointsDurable-{p}, EventsDurable): a replayed
 	// message counts as consumed once the one holding its subject acked it.
@@ -34,6 +38,8 @@ func (b Bus) withDefaults() Bus {
 	}
 	def(&b.Stream, ingress.DefaultDeadLetterStream)
 	def(&b.Prefix, ingress.DefaultDeadLetterPrefix)
+	def(&b.ReplayStream, ingress.DefaultReplayStream)
+	def(&b.ReplayPrefix, ingress.DefaultReplayPrefix)
 	def(&b.PointsDurable, ingress.DefaultPointsDurable)
 	def(&b.EventsDurable, ingress.DefaultEventsDurable)
 	return b
@@ -81,33 +87,41 @@ func (b Bus) read(ctx context.Context, subject string, from uint64, since time.T
 	case !since.IsZero():
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
+	return scan(ctx, st, b.Stream, cfg, last, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+		fn(letterFrom(b.Prefix, m.Subject(), meta.Sequence.Stream, meta.Timestamp, nats.Header(m.Headers()), m.Data()))
+		return true
+	})
+}
+
+// scan hands fn each message of stream st (named name) that an ordered
+// consumer of cfg delivers, up to sequence last, until fn returns false.
+func scan(ctx context.Context, st jetstream.Stream, name string, cfg jetstream.OrderedConsumerConfig, last uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) bool) error {
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("reading dead-letter stream %s: %w", b.Stream, err)
+		return fmt.Errorf("reading stream %s: %w", name, err)
 	}
 	for {
 		batch, err := cons.FetchNoWait(256)
 		if err != nil {
-			return fmt.Errorf("reading dead-letter stream %s: %w", b.Stream, err)
+			return fmt.Errorf("reading stream %s: %w", name, err)
 		}
 		n, done := 0, false
 		for m := range batch.Messages() {
 			meta, err := m.Metadata()
 			if err != nil {
-				return fmt.Errorf("reading dead-letter stream %s: %w", b.Stream, err)
+				return fmt.Errorf("reading stream %s: %w", name, err)
 			}
 			n++
-			if meta.Sequence.Stream > last {
+			if done || meta.Sequence.Stream > last {
 				done = true
 				continue
 			}
-			fn(letterFrom(b.Prefix, m.Subject(), meta.Sequence.Stream, meta.Timestamp, nats.Header(m.Headers()), m.Data()))
-			if meta.NumPending == 0 || meta.Sequence.Stream == last {
+			if !fn(m, meta) || meta.NumPending == 0 || meta.Sequence.Stream == last {
 				done = true
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("reading dead-letter stream %s: %w", b.Stream, err)
+			return fmt.Errorf("reading stream %s: %w", name, err)
 		}
 		if n == 0 || done {
 			return nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/entityflow/entityflow/internal/service/ingress"
 )
 
 // Outcome is what became of a replayed letter.
@@ -21,9 +23,10 @@ const (
 	// answered it as a duplicate) is acked the same way and cannot be told
 	// apart on the bus: it is reported applied, and counted once.
 	Applied Outcome = "applied"
-	// Duplicate: JetStream's PubAck said Duplicate (the same Nats-Msg-Id was
-	// stored within the stream's duplicate window, by an earlier replay),
-	// and that earlier copy was acked and not dead-lettered.
+	// Duplicate: the replay stream's PubAck said Duplicate (the same letter
+	// was replayed within its duplicate window, by an earlier replay: a
+	// replay's Nats-Msg-Id is its letter's own), and that earlier copy was
+	// acked and not dead-lettered.
 	Duplicate Outcome = "duplicate"
 	// StillFailing: the republished message (or the copy JetStream kept in
 	// its place) was dead-lettered again.
@@ -52,11 +55,14 @@ type ReplayOptions struct {
 type Result struct {
 	Letter  Letter  `json:"letter"`
 	Outcome Outcome `json:"outcome"`
-	// MsgID is the Nats-Msg-Id it was sent with; Stream and Sequence where
-	// it was stored (for a duplicate, the copy JetStream kept).
-	MsgID    string `json:"msg_id"`
-	Stream   string `json:"stream,omitempty"`
-	Sequence uint64 `json:"stream_sequence,omitempty"`
+	// MsgID is the Nats-Msg-Id it was sent with (ingress.ReplayMsgID) and
+	// ReplaySequence where the replay stream stored it (for a duplicate, the
+	// copy JetStream kept); Stream and Sequence where the stream the ingress
+	// consumes stored its copy (sourced from the replay stream), once seen.
+	MsgID          string `json:"msg_id"`
+	ReplaySequence uint64 `json:"replay_sequence,omitempty"`
+	Stream         string `json:"stream,omitempty"`
+	Sequence       uint64 `json:"stream_sequence,omitempty"`
 	// DeadLetter is the sequence of its new dead letter (StillFailing), and
 	// Error that letter's error.
 	DeadLetter uint64 `json:"dead_letter,omitempty"`
@@ -100,21 +106,29 @@ type place struct {
 	seq    uint64
 }
 
-// Replay republishes each letter (Letter.Message) to its original subject,
-// then watches until each has an outcome or the wait is over:
+// Replay republishes each letter (Letter.Message) to the replay stream, on
+// {ReplayPrefix}.{the subject its stream stored the original under}, with
+// the letter's own Nats-Msg-Id (ingress.ReplayMsgID) and the original's
+// dedup key (Ingest-Dedup-Key); the stream the original came from sources
+// the replay stream and stores the copy under the original's subject, in
+// its customer's partition. Then Replay watches until each has an outcome
+// or the wait is over:
 //
-//   - it reads the ingress's consumers first: the one whose filter holds the
-//     message's stored subject has acked it once its ack floor reaches its
+//   - it finds the copy in the original's stream (its Nats-Stream-Source
+//     header names the replay stream and sequence);
+//   - it reads the ingress's consumers: the one whose filter holds the
+//     copy's stored subject has acked it once its ack floor reaches its
 //     sequence;
 //   - then the dead letters stored since the replay began (and, for a
-//     duplicate, the earlier ones of its subject): one from the message's
+//     duplicate, the earlier ones of its subject): one from the copy's
 //     stream and sequence (Ingest-Stream, Ingest-Sequence) means it is still
 //     failing. The ingress publishes a dead letter before it acks the
 //     message, so an ack seen with no such letter after it is Applied (or
 //     Duplicate).
 //
 // What stays undecided is Pending. With Purge, applied and duplicate
-// letters are deleted from the dead-letter stream.
+// letters, and only those, are deleted from the dead-letter stream: each
+// letter's outcome is its own message's, never another letter's.
 func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (Report, error) {
 	b = b.withDefaults()
 	if opts.Wait <= 0 {
@@ -123,9 +137,26 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 	if opts.Poll <= 0 {
 		opts.Poll = 250 * time.Millisecond
 	}
+	began := time.Now()
 	rep := Report{Results: make([]Result, len(letters))}
+	stored := make([]string, len(letters))
+	streams := map[string]jetstream.StreamConfig{}
 	for i, l := range letters {
-		rep.Results[i] = Result{Letter: l, MsgID: l.ReplayID(), Message: messageOf(l.Message())}
+		if l.Stream == "" {
+			return rep, fmt.Errorf("dead letter %d names no stream (header %s)", l.Sequence, ingress.HeaderStream)
+		}
+		cfg, ok := streams[l.Stream]
+		if !ok {
+			st, err := b.JS.Stream(ctx, l.Stream)
+			if err != nil {
+				return rep, fmt.Errorf("stream %s of dead letter %d: %w", l.Stream, l.Sequence, err)
+			}
+			cfg = st.CachedInfo().Config
+			streams[l.Stream] = cfg
+		}
+		stored[i] = ingress.StoredSubject(cfg, l.Subject)
+		id := ingress.ReplayMsgID(b.Stream, l.Sequence)
+		rep.Results[i] = Result{Letter: l, MsgID: id, Message: messageOf(l.Message(ingress.ReplaySubject(b.ReplayPrefix, stored[i]), id))}
 	}
 	if opts.DryRun {
 		for i := range rep.Results {
@@ -142,24 +173,28 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 	if err != nil {
 		return rep, fmt.Errorf("dead-letter stream %s: %w", b.Stream, err)
 	}
+	replays, err := b.JS.Stream(ctx, b.ReplayStream)
+	if err != nil {
+		return rep, fmt.Errorf("replay stream %s (the ingress creates it at start): %w", b.ReplayStream, err)
+	}
+	// A duplicate's copy was stored within the replay stream's duplicate
+	// window: the copies are looked for from before it.
+	since := began.Add(-replays.CachedInfo().Config.Duplicates - time.Minute)
 	w := &watch{bus: b, from: info.State.LastSeq + 1, letters: map[place]Letter{}, stored: map[place]string{}, unconsumed: map[place]bool{}}
 	var open []int
 	for i := range rep.Results {
 		r := &rep.Results[i]
-		ack, err := b.JS.PublishMsg(ctx, r.Letter.Message())
+		m := r.Letter.Message(ingress.ReplaySubject(b.ReplayPrefix, stored[i]), r.MsgID)
+		ack, err := b.JS.PublishMsg(ctx, m)
 		if err != nil {
-			return rep, fmt.Errorf("replaying dead letter %d on %s: %w", r.Letter.Sequence, r.Letter.Subject, err)
+			return rep, fmt.Errorf("replaying dead letter %d of %s on %s: %w", r.Letter.Sequence, r.Letter.Subject, m.Subject, err)
 		}
-		r.Stream, r.Sequence = ack.Stream, ack.Sequence
+		r.ReplaySequence = ack.Sequence
 		if ack.Duplicate {
 			r.Outcome = Duplicate
-			// The copy JetStream kept may have failed before: an earlier
-			// replay, or the original itself still inside the window.
+			// The copy JetStream kept, an earlier replay's, may have failed.
 			if err := w.readSubject(ctx, r.Letter.Subject); err != nil {
 				return rep, err
-			}
-			if ack.Stream == r.Letter.Stream && ack.Sequence == r.Letter.StreamSequence {
-				r.Detail = "JetStream dropped it as a duplicate of the original, still inside the stream's duplicate window; replay again after it"
 			}
 		}
 		open = append(open, i)
@@ -170,6 +205,16 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 		w.consumers = map[string][]*jetstream.ConsumerInfo{}
 		for _, i := range open {
 			r := &rep.Results[i]
+			if r.Sequence == 0 {
+				seq, err := w.findCopy(ctx, r.Letter.Stream, stored[i], r.ReplaySequence, since)
+				if err != nil {
+					return rep, err
+				}
+				if seq == 0 {
+					continue
+				}
+				r.Stream, r.Sequence = r.Letter.Stream, seq
+			}
 			ok, err := w.acked(ctx, r.Stream, r.Sequence)
 			if err != nil {
 				return rep, err
@@ -182,6 +227,10 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 		var still []int
 		for _, i := range open {
 			r := &rep.Results[i]
+			if r.Sequence == 0 {
+				still = append(still, i)
+				continue
+			}
 			if l, ok := w.letters[place{r.Stream, r.Sequence}]; ok {
 				r.Outcome, r.DeadLetter, r.Error = StillFailing, l.Sequence, l.Error
 				continue
@@ -208,7 +257,10 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 		r := &rep.Results[i]
 		r.Outcome = Pending
 		why := "not acked by the ingress within " + opts.Wait.String()
-		if w.unconsumed[place{r.Stream, r.Sequence}] {
+		switch {
+		case r.Sequence == 0:
+			why = "stream " + r.Letter.Stream + " did not take it from the replay stream " + b.ReplayStream + " within " + opts.Wait.String() + ": has the ingress of this release started on it?"
+		case w.unconsumed[place{r.Stream, r.Sequence}]:
 			why = "no consumer of the ingress holds its subject: is the ingress running on this stream?"
 		}
 		r.Detail = strings.TrimPrefix(r.Detail+"; ", "; ") + why
@@ -233,6 +285,40 @@ func (b Bus) Replay(ctx context.Context, letters []Letter, opts ReplayOptions) (
 		}
 	}
 	return rep, nil
+}
+
+// streamSourceHeader is the header JetStream gives a message a stream
+// stored from another it sources: "{source stream} {sequence} ...".
+const streamSourceHeader = "Nats-Stream-Source"
+
+// findCopy returns the sequence of the copy of replay stream message
+// replaySeq that stream stored under subject (stored at since or later;
+// its Nats-Stream-Source header names the replay stream and replaySeq), 0
+// while it has none.
+func (w *watch) findCopy(ctx context.Context, stream, subject string, replaySeq uint64, since time.Time) (uint64, error) {
+	st, err := w.bus.JS.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	if last == 0 {
+		return 0, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, HeadersOnly: true, InactiveThreshold: 10 * time.Second,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
+	}
+	want := strconv.FormatUint(replaySeq, 10)
+	var found uint64
+	err = scan(ctx, st, stream, cfg, last, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+		f := strings.Fields(m.Headers().Get(streamSourceHeader))
+		if len(f) >= 2 && f[1] == want && (f[0] == w.bus.ReplayStream || strings.HasPrefix(f[0], w.bus.ReplayStream+":")) {
+			found = meta.Sequence.Stream
+			return false
+		}
+		return true
+	})
+	return found, err
 }
 
 // watch is what Replay has seen so far: the dead letters by the place of

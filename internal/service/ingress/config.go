@@ -21,6 +21,8 @@ const (
 	DefaultEventsDurable    = "ingest-events"
 	DefaultDeadLetterStream = "INGEST_DEAD_LETTERS"
 	DefaultDeadLetterPrefix = "ingest.dead"
+	DefaultReplayStream     = "INGEST_REPLAYS"
+	DefaultReplayPrefix     = "ingest.replay"
 	DefaultWorkers          = 64
 	DefaultPinnedTTL        = 10 * time.Second
 )
@@ -48,15 +50,23 @@ type Config struct {
 	// DeadLetterStream receives what can never be applied, on
 	// {DeadLetterPrefix}.{original subject}.
 	DeadLetterStream, DeadLetterPrefix string
+	// ReplayStream takes replayed dead letters, on {ReplayPrefix}.{the
+	// subject the original was stored under}; the points and events
+	// streams source it. It is the one place of the ingress's where
+	// JetStream de-duplicates a Nats-Msg-Id: a replay's ID is its dead
+	// letter's own (ReplayMsgID), so a replay run twice stores it once.
+	ReplayStream, ReplayPrefix string
 
 	// StreamMaxAge is the retention of a points or events stream the
 	// ingress creates (default 7 days); DeadLetterMaxAge that of the
 	// dead-letter stream (default 30 days). Streams that exist are left as
 	// they are, but for subjects the ingress needs and they lack.
 	StreamMaxAge, DeadLetterMaxAge time.Duration
-	// StreamDuplicates is JetStream's duplicate window of the streams the
-	// ingress creates (0: JetStream's default, 2 minutes). The ingress does
-	// not rely on it: a redelivery is recognised by its dedup key.
+	// StreamDuplicates is JetStream's duplicate window of the replay stream
+	// the ingress creates (0: JetStream's default, 2 minutes). The points
+	// and events streams keep none, so that no producer's Nats-Msg-Id can
+	// suppress another tenant's message; a redelivery or a producer's retry
+	// is recognised by its dedup key.
 	StreamDuplicates time.Duration
 
 	// MaxAckPending bounds the messages delivered and not yet acked, per
@@ -137,6 +147,8 @@ func (c Config) withDefaults() Config {
 	str(&c.EventsDurable, DefaultEventsDurable)
 	str(&c.DeadLetterStream, DefaultDeadLetterStream)
 	str(&c.DeadLetterPrefix, DefaultDeadLetterPrefix)
+	str(&c.ReplayStream, DefaultReplayStream)
+	str(&c.ReplayPrefix, DefaultReplayPrefix)
 	num(&c.Partitions, DefaultPartitions)
 	dur(&c.PinnedTTL, DefaultPinnedTTL)
 	dur(&c.StreamMaxAge, 7*24*time.Hour)
@@ -162,13 +174,14 @@ func (c Config) Validate() error {
 	var errs []error
 	for _, p := range []struct{ name, v string }{
 		{"points subject prefix", c.PointsPrefix}, {"events subject prefix", c.EventsPrefix}, {"dead-letter subject prefix", c.DeadLetterPrefix},
+		{"replay subject prefix", c.ReplayPrefix},
 	} {
 		if strings.ContainsAny(p.v, "*> \t") || strings.HasPrefix(p.v, ".") || strings.HasSuffix(p.v, ".") || strings.Contains(p.v, "..") {
 			errs = append(errs, fmt.Errorf("%s %q: want literal subject tokens separated by '.'", p.name, p.v))
 		}
 	}
 	for _, s := range []struct{ name, v string }{
-		{"points stream", c.PointsStream}, {"events stream", c.EventsStream}, {"dead-letter stream", c.DeadLetterStream},
+		{"points stream", c.PointsStream}, {"events stream", c.EventsStream}, {"dead-letter stream", c.DeadLetterStream}, {"replay stream", c.ReplayStream},
 		{"points durable", c.PointsDurable}, {"events durable", c.EventsDurable},
 	} {
 		if strings.ContainsAny(s.v, ".*> \t") {
@@ -190,7 +203,10 @@ func (c Config) Validate() error {
 	if c.PointsStream != Off && c.PointsStream == c.EventsStream {
 		errs = append(errs, errors.New("points and events need streams of their own"))
 	}
-	prefixes := []string{c.DeadLetterPrefix}
+	if c.ReplayStream == c.DeadLetterStream || c.ReplayStream == c.PointsStream || c.ReplayStream == c.EventsStream {
+		errs = append(errs, fmt.Errorf("replay stream %q: needs a stream of its own", c.ReplayStream))
+	}
+	prefixes := []string{c.DeadLetterPrefix, c.ReplayPrefix}
 	if c.PointsStream != Off {
 		prefixes = append(prefixes, c.PointsPrefix)
 	}

@@ -81,10 +81,11 @@ type binding struct {
 	stream, prefix, durable string
 }
 
-// MinServerVersion is the oldest NATS server the points source runs on:
-// pinned-client priority groups came with 2.11 (stream subject transforms
-// with partition() with 2.10).
-const MinServerVersion = "2.11.0"
+// MinServerVersion is the oldest NATS server the ingress runs on: a stream
+// with no duplicate window (one that sources another) came with 2.14,
+// pinned-client priority groups with 2.11, stream subject transforms with
+// partition() with 2.10.
+const MinServerVersion = "2.14.0"
 
 // Run creates the streams and consumers that are missing, and consumes
 // until ctx ends; then it stops taking messages, nacks those it has not
@@ -120,10 +121,8 @@ func (in *Ingress) Run(ctx context.Context) error {
 			eventsSrc = s
 		}
 	}
-	if pointsSrc != nil {
-		if err := checkServerVersion(in.JS); err != nil {
-			return err
-		}
+	if err := checkServerVersion(in.JS); err != nil {
+		return err
 	}
 	migrated, err := in.ensureStreams(ctx, cfg, bindings)
 	if err != nil {
@@ -220,7 +219,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	return nil
 }
 
-// checkServerVersion refuses a NATS server too old for the points source.
+// checkServerVersion refuses a NATS server too old for the ingress.
 func checkServerVersion(js jetstream.JetStream) error {
 	return serverVersionOK(js.Conn().ConnectedServerVersion(), js.Conn().ConnectedUrlRedacted())
 }
@@ -233,7 +232,7 @@ func serverVersionOK(version, url string) error {
 		return fmt.Errorf("ingress: NATS server version: %w", err)
 	}
 	if !ok {
-		return fmt.Errorf("ingress: the NATS server at %s runs %s; the ingress needs %s or later (pinned-client priority groups, subject transforms with partition())",
+		return fmt.Errorf("ingress: the NATS server at %s runs %s; the ingress needs %s or later (streams without a duplicate window, pinned-client priority groups, subject transforms with partition())",
 			url, version, MinServerVersion)
 	}
 	return nil
@@ -252,74 +251,91 @@ func (in *Ingress) bindings(cfg Config) []*binding {
 	return out
 }
 
-// ensureStreams creates the streams that are missing, and adds to existing
-// ones the subjects they lack and the points stream's partitioning (its
-// subject transform); their other settings are the operator's. It returns
-// the streams it partitioned just now.
+// ensureStreams creates the streams that are missing and brings existing
+// ones to what this release needs: the subjects it lacks (a points stream
+// of an earlier release gives up {prefix}.> for one token per ID), the
+// points stream's partitioning (its subject transform), and, on the points
+// and events streams, no duplicate window and the replay stream as a
+// source. Their other settings are the operator's. It returns the streams
+// it partitioned just now.
 func (in *Ingress) ensureStreams(ctx context.Context, cfg Config, sources []*binding) (migrated map[string]bool, err error) {
-	type want struct {
-		subjects  []string
-		maxAge    time.Duration
-		dups      time.Duration
-		transform *jetstream.SubjectTransformConfig
+	streams := []streamWant{
+		{cfg: jetstream.StreamConfig{Name: cfg.DeadLetterStream, Subjects: []string{cfg.DeadLetterPrefix + ".>"}, MaxAge: cfg.DeadLetterMaxAge}},
+		{cfg: jetstream.StreamConfig{Name: cfg.ReplayStream, Subjects: []string{cfg.ReplayPrefix + ".>"}, MaxAge: cfg.StreamMaxAge, Duplicates: cfg.StreamDuplicates}},
 	}
-	streams := map[string]*want{cfg.DeadLetterStream: {subjects: []string{cfg.DeadLetterPrefix + ".>"}, maxAge: cfg.DeadLetterMaxAge}}
-	order := []string{cfg.DeadLetterStream}
 	for _, s := range sources {
-		w, ok := streams[s.stream]
-		if !ok {
-			w = &want{maxAge: cfg.StreamMaxAge, dups: cfg.StreamDuplicates}
-			streams[s.stream] = w
-			order = append(order, s.stream)
-		}
-		w.subjects = append(w.subjects, s.prefix+".>")
+		w := streamWant{cfg: jetstream.StreamConfig{Name: s.stream, MaxAge: cfg.StreamMaxAge}, noDuplicates: true}
 		if s.src.name == SourcePoints {
-			w.transform = pointsTransform(s.prefix, cfg.Partitions)
+			w.cfg.Subjects = []string{pointsStreamSubject(s.prefix)}
+			w.drop = []string{s.prefix + ".>"}
+			w.cfg.SubjectTransform = pointsTransform(s.prefix, cfg.Partitions)
+			w.cfg.Sources = []*jetstream.StreamSource{replaySource(cfg, PartitionRoot+".*."+pointsStreamSubject(s.prefix))}
+		} else {
+			w.cfg.Subjects = []string{s.prefix + ".>"}
+			w.cfg.Sources = []*jetstream.StreamSource{replaySource(cfg, s.prefix+".>")}
 		}
+		streams = append(streams, w)
 	}
 	migrated = map[string]bool{}
-	for _, name := range order {
-		w := streams[name]
-		m, err := ensureStream(ctx, in.JS, jetstream.StreamConfig{
-			Name: name, Subjects: w.subjects, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
-			MaxAge: w.maxAge, Duplicates: w.dups, Description: "entityflow ingest", SubjectTransform: w.transform,
-		}, cfg.PointsPrefix)
+	for _, w := range streams {
+		w.cfg.Storage, w.cfg.Retention, w.cfg.Description = jetstream.FileStorage, jetstream.LimitsPolicy, "entityflow ingest"
+		m, err := ensureStream(ctx, in.JS, w, cfg.PointsPrefix)
 		if err != nil {
 			return nil, err
 		}
 		if m {
-			in.Logger.Info("ingress: partitioned the points stream (its subject transform)", "stream", name,
-				"transform", w.transform.Source+" -> "+w.transform.Destination)
-			migrated[name] = true
+			in.Logger.Info("ingress: partitioned the points stream (its subject transform)", "stream", w.cfg.Name,
+				"transform", w.cfg.SubjectTransform.Source+" -> "+w.cfg.SubjectTransform.Destination)
+			migrated[w.cfg.Name] = true
 		}
 	}
 	return migrated, nil
 }
 
-// ensureStream creates the stream cfg describes if it is missing, or adds
-// the subjects of cfg it lacks and its subject transform (partitioning the
-// points stream: migrated). A stream with another transform is refused.
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, pointsPrefix string) (migrated bool, err error) {
+// streamWant is a stream as the ingress needs it.
+type streamWant struct {
+	cfg jetstream.StreamConfig
+	// drop are subjects an earlier release gave the stream, which cfg's
+	// replace.
+	drop []string
+	// noDuplicates: the stream keeps no duplicate window (JetStream allows
+	// it a stream that sources another, nats-server 2.14 or later), so
+	// that a Nats-Msg-Id cannot suppress another tenant's message.
+	noDuplicates bool
+}
+
+// ensureStream creates the stream w describes if it is missing, or brings
+// an existing one to it: the subjects it lacks (and none of w.drop), w's
+// sources, no duplicate window where w says so, and its subject transform
+// (partitioning the points stream: migrated). A stream with another
+// transform is refused, and so is a server that keeps a duplicate window
+// on a stream that must have none.
+func ensureStream(ctx context.Context, js jetstream.JetStream, w streamWant, pointsPrefix string) (migrated bool, err error) {
+	cfg := w.cfg
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, cfg)
+		s, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return ensureStream(ctx, js, cfg, pointsPrefix) // created meanwhile by another ingress
+			return ensureStream(ctx, js, w, pointsPrefix) // created meanwhile by another ingress
 		}
 		if err != nil {
 			return false, fmt.Errorf("ingress: creating stream %s (%v): %w", cfg.Name, cfg.Subjects, err)
 		}
-		return false, nil
+		return false, checkNoDuplicates(js, s.CachedInfo().Config, w)
 	}
 	if err != nil {
 		return false, fmt.Errorf("ingress: stream %s: %w", cfg.Name, err)
 	}
 	have := s.CachedInfo().Config
-	var missing []string
+	changed := false
+	subjects := slices.DeleteFunc(slices.Clone(have.Subjects), func(sub string) bool { return slices.Contains(w.drop, sub) })
 	for _, sub := range cfg.Subjects {
-		if !slices.Contains(have.Subjects, sub) {
-			missing = append(missing, sub)
+		if !slices.Contains(subjects, sub) {
+			subjects = append(subjects, sub)
 		}
+	}
+	if !slices.Equal(subjects, have.Subjects) {
+		have.Subjects, changed = subjects, true
 	}
 	if want := cfg.SubjectTransform; want != nil && have.SubjectTransform != nil && *have.SubjectTransform != *want {
 		n, ours := transformPartitions(have.SubjectTransform, pointsPrefix)
@@ -332,17 +348,41 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 			cfg.Name, have.SubjectTransform.Source, have.SubjectTransform.Destination, want.Source, want.Destination)
 	}
 	migrated = cfg.SubjectTransform != nil && have.SubjectTransform == nil
-	if len(missing) == 0 && !migrated {
-		return false, nil
-	}
-	have.Subjects = append(have.Subjects, missing...)
 	if migrated {
-		have.SubjectTransform = cfg.SubjectTransform
+		have.SubjectTransform, changed = cfg.SubjectTransform, true
 	}
-	if _, err := js.UpdateStream(ctx, have); err != nil {
-		return false, fmt.Errorf("ingress: adding subjects %v and subject transform %v to stream %s: %w", missing, have.SubjectTransform, cfg.Name, err)
+	for _, src := range cfg.Sources {
+		i := slices.IndexFunc(have.Sources, func(h *jetstream.StreamSource) bool { return h.Name == src.Name })
+		switch {
+		case i < 0:
+			have.Sources, changed = append(have.Sources, src), true
+		case !slices.Equal(have.Sources[i].SubjectTransforms, src.SubjectTransforms) || have.Sources[i].FilterSubject != "":
+			have.Sources[i], changed = src, true
+		}
 	}
-	return migrated, nil
+	if w.noDuplicates && have.Duplicates != 0 {
+		have.Duplicates, changed = 0, true
+	}
+	if !changed {
+		return false, checkNoDuplicates(js, have, w)
+	}
+	s, err = js.UpdateStream(ctx, have)
+	if err != nil {
+		return false, fmt.Errorf("ingress: bringing stream %s to subjects %v, subject transform %v, %d sources: %w", cfg.Name, have.Subjects, have.SubjectTransform, len(have.Sources), err)
+	}
+	return migrated, checkNoDuplicates(js, s.CachedInfo().Config, w)
+}
+
+// checkNoDuplicates refuses a stream that must keep no duplicate window and
+// has one: a NATS server older than 2.14 gives a stream JetStream's 2
+// minutes however it is asked, and a tenant's Nats-Msg-Id would suppress
+// another tenant's message published within them.
+func checkNoDuplicates(js jetstream.JetStream, have jetstream.StreamConfig, w streamWant) error {
+	if !w.noDuplicates || have.Duplicates == 0 {
+		return nil
+	}
+	return fmt.Errorf("ingress: stream %s keeps a duplicate window of %v: the NATS server at %s (%s) cannot turn it off, and a tenant's Nats-Msg-Id would suppress another tenant's message; the ingress needs nats-server %s or later",
+		have.Name, have.Duplicates, js.Conn().ConnectedUrlRedacted(), js.Conn().ConnectedServerVersion(), MinServerVersion)
 }
 
 // mustPartitions reads the partitions of a transform pointsTransform made.

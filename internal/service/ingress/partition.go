@@ -109,3 +109,23 @@ func partitionFilter(prefix string, p int) string {
 func partitionDurable(durable string, p int) string {
 	return durable + "-" + strconv.Itoa(p)
 }
+
+// StoredSubject returns the subject a message published on published is
+// stored under in the stream of cfg: its partition subject in a points
+// stream the ingress partitioned (its subject transform), published itself
+// otherwise.
+func StoredSubject(cfg jetstream.StreamConfig, published string) string {
+	tr := cfg.SubjectTransform
+	if tr == nil {
+		return published
+	}
+	prefix, ok := strings.CutSuffix(tr.Source, ".>")
+	if !ok || !strings.HasPrefix(published, prefix+".") {
+		return published
+	}
+	n, ok := transformPartitions(tr, prefix)
+	if !ok {
+		return published
+	}
+	return StoredPointsSubject(published, n)
+}

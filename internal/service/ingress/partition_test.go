@@ -219,14 +219,14 @@ func TestServerVersionOK(t *testing.T) {
 		version string
 		ok      bool
 	}{
-		{"2.12.15", true}, {"2.11.0", true}, {"2.14.0-RC.1", true}, {"3.0.0", true},
-		{"2.10.24", false}, {"2.9.10", false}, {"2.11.0-beta.2", false}, {"", false},
+		{"2.15.2", true}, {"2.14.0", true}, {"2.14.1-RC.1", true}, {"3.0.0", true},
+		{"2.12.15", false}, {"2.11.0", false}, {"2.10.24", false}, {"2.9.10", false}, {"2.14.0-beta.2", false}, {"", false},
 	} {
 		err := serverVersionOK(tt.version, "nats://x:4222")
 		if (err == nil) != tt.ok {
 			t.Errorf("serverVersionOK(%q) = %v, want ok %v", tt.version, err, tt.ok)
 		}
-		if err != nil && tt.version == "2.9.10" && !strings.Contains(err.Error(), "needs 2.11.0 or later") {
+		if err != nil && tt.version == "2.9.10" && !strings.Contains(err.Error(), "needs 2.14.0 or later") {
 			t.Errorf("the error says %q", err)
 		}
 	}

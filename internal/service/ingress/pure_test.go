@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,15 @@ func TestParsePointsSubject(t *testing.T) {
 	}{
 		{"rewards.default.c-1.points", "default", "c-1", false},
 		{"rewards.t-1.c-1.points", "t-1", "c-1", false},
-		{"rewards.t-1.c.1.points", "t-1", "c.1", false},
+		{"rewards.t-1.c.1.points", "t-1", "c.1", false},         // stored before one token per ID
+		{"rewards.t-1.c%2E1.points", "t-1", "c.1", false},       // one token per ID
+		{"rewards.acme%2Eeu.c1.points", "acme.eu", "c1", false}, // a dotted tenant
+		{"rewards.acme.eu%2Ec1.points", "acme", "eu.c1", false}, // the same three words, another tenant
+		{"rewards.acme.eu.c1.points", "acme", "eu.c1", false},   // the legacy reading: the tenant is one token
+		{"rewards.t-1.c%2e1.points", "", "", true},              // lower-case escape: not a token Encode makes
+		{"rewards.t-1.c%41.points", "", "", true},               // an escaped plain byte
+		{"rewards.t-1.c.%2E.points", "", "", true},              // an escape in a legacy subject
+		{"rewards.t%2F1.c-1.points", "", "", true},              // tenant rule, once decoded
 		{"rewards.t-1.a@b:c.points", "t-1", "a@b:c", false},
 		{"rewards.t-1.points", "", "", true},         // no customer
 		{"rewards.t-1..points", "", "", true},        // empty customer
@@ -61,6 +70,9 @@ func TestParseEventsSubject(t *testing.T) {
 		{"events.", "", true},
 		{"eventsx.t-1", "", true},
 		{"events.-t", "", true},
+		{"events.acme%2Eeu", "acme.eu", false},
+		{"events.acme%2Eeu.order.created", "acme.eu", false},
+		{"events.acme%2eeu", "", true},
 	}
 	for _, tt := range tests {
 		tenant, err := ParseEventsSubject("events", tt.subject)
@@ -71,6 +83,55 @@ func TestParseEventsSubject(t *testing.T) {
 	if got := EventsSubject("events", ""); got != "events.default" {
 		t.Errorf("EventsSubject of the default tenant = %q", got)
 	}
+	if got := EventsSubject("events", "acme.eu"); got != "events.acme%2Eeu" {
+		t.Errorf("EventsSubject of acme.eu = %q", got)
+	}
+}
+
+// Tenant acme.eu's customer c1 and tenant acme's customer eu.c1 have
+// subjects and filters of their own, and each reads back as itself.
+func TestPointsSubjectsOfDottedIDsStayApart(t *testing.T) {
+	a, b := PointsSubject("rewards", "acme.eu", "c1"), PointsSubject("rewards", "acme", "eu.c1")
+	if a == b {
+		t.Fatalf("acme.eu/c1 and acme/eu.c1 share %q", a)
+	}
+	for _, tt := range []struct{ subject, tenant, customer string }{{a, "acme.eu", "c1"}, {b, "acme", "eu.c1"}} {
+		tn, c, err := ParsePointsSubject("rewards", tt.subject)
+		if err != nil || tn != tt.tenant || c != tt.customer {
+			t.Errorf("ParsePointsSubject(%q) = %q, %q, %v; want %q, %q", tt.subject, tn, c, err, tt.tenant, tt.customer)
+		}
+	}
+	for _, tt := range []struct {
+		filter string
+		want   map[string]bool
+	}{
+		{PointsFilter("rewards", "acme", ""), map[string]bool{b: true}},
+		{PointsFilter("rewards", "acme.eu", ""), map[string]bool{a: true}},
+		{PointsFilter("rewards", "acme.eu", "c1"), map[string]bool{a: true}},
+		{PointsFilter("rewards", "acme", "eu.c1"), map[string]bool{b: true}},
+	} {
+		for _, s := range []string{a, b} {
+			if got := subjectMatches(tt.filter, s); got != tt.want[s] {
+				t.Errorf("filter %q matches %q: %v, want %v", tt.filter, s, got, tt.want[s])
+			}
+		}
+	}
+}
+
+// subjectMatches is NATS's subject matching, for the test above.
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
 
 func TestDedupKey(t *testing.T) {

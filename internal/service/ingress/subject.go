@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/entityflow/entityflow/internal/infra/subjecttoken"
 	"github.com/entityflow/entityflow/tenant"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -13,24 +14,43 @@ import (
 const pointsSuffix = "points"
 
 // PointsSubject returns the subject a point event for tenant's customer is
-// published on: {prefix}.{tenant}.{customer}.points. An empty tenant is the
-// default tenant.
+// published on: {prefix}.{tenant}.{customer}.points, each ID one subject
+// token (subjecttoken.Encode: "acme.eu" is acme%2Eeu). An empty tenant is
+// the default tenant.
 func PointsSubject(prefix, tenantID, customer string) string {
-	return prefix + "." + tenant.Normalize(tenantID) + "." + customer + "." + pointsSuffix
+	return prefix + "." + subjecttoken.Encode(tenant.Normalize(tenantID)) + "." + subjecttoken.Encode(customer) + "." + pointsSuffix
+}
+
+// PointsFilter is the subject filter of one tenant's point events, or of
+// one customer's when customer is not empty: exactly theirs, whatever the
+// IDs hold.
+func PointsFilter(prefix, tenantID, customer string) string {
+	if customer == "" {
+		return prefix + "." + subjecttoken.Encode(tenant.Normalize(tenantID)) + ".*." + pointsSuffix
+	}
+	return PointsSubject(prefix, tenantID, customer)
 }
 
 // EventsSubject returns the subject an event envelope of tenant is published
-// on: {prefix}.{tenant}.
+// on: {prefix}.{tenant}, the tenant one subject token.
 func EventsSubject(prefix, tenantID string) string {
-	return prefix + "." + tenant.Normalize(tenantID)
+	return prefix + "." + subjecttoken.Encode(tenant.Normalize(tenantID))
+}
+
+// pointsStreamSubject is the subject a points stream takes: one token for
+// the tenant, one for the customer, so a subject with more tokens has no
+// stream and its publisher an error at once.
+func pointsStreamSubject(prefix string) string {
+	return prefix + ".*.*." + pointsSuffix
 }
 
 // ParsePointsSubject reads the tenant and the customer out of a point event's
-// subject {prefix}.{tenant}.{customer}.points. The tenant is one subject
-// token (a tenant ID holding '.' cannot be addressed this way); the customer
-// is everything between it and the last token, so a customer ID may hold
-// dots (c.1 in rewards.t-1.c.1.points). Both are checked by the entity's
-// rules. The default tenant is written "default".
+// subject {prefix}.{tenant}.{customer}.points, each ID one subject token
+// (subjecttoken.Decode). A subject of more tokens is one stored before the
+// points stream took one token per ID: its tenant is its first token and
+// its customer the rest, joined by '.' (rewards.t-1.c.1.points is customer
+// c.1), as the ingress read it then. Both are checked by the entity's rules.
+// The default tenant is written "default".
 func ParsePointsSubject(prefix, subject string) (tenantID, customer string, err error) {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
@@ -40,9 +60,22 @@ func ParsePointsSubject(prefix, subject string) (tenantID, customer string, err 
 	if !ok {
 		return "", "", fmt.Errorf("subject %q: want %s.{tenant}.{customer}.%s", subject, prefix, pointsSuffix)
 	}
-	tenantID, customer, ok = strings.Cut(mid, ".")
-	if !ok || customer == "" {
+	tokens := strings.Split(mid, ".")
+	if len(tokens) < 2 {
 		return "", "", fmt.Errorf("subject %q: want %s.{tenant}.{customer}.%s", subject, prefix, pointsSuffix)
+	}
+	if len(tokens) == 2 {
+		if tenantID, err = subjecttoken.Decode(tokens[0]); err != nil {
+			return "", "", fmt.Errorf("subject %q: tenant: %w", subject, err)
+		}
+		if customer, err = subjecttoken.Decode(tokens[1]); err != nil {
+			return "", "", fmt.Errorf("subject %q: customer: %w", subject, err)
+		}
+	} else {
+		if strings.Contains(mid, "%") {
+			return "", "", fmt.Errorf("subject %q: want %s.{tenant}.{customer}.%s, each ID one token", subject, prefix, pointsSuffix)
+		}
+		tenantID, customer = tokens[0], strings.Join(tokens[1:], ".")
 	}
 	if err := tenant.Validate(tenantID); err != nil {
 		return "", "", fmt.Errorf("subject %q: %w", subject, err)
@@ -54,16 +87,20 @@ func ParsePointsSubject(prefix, subject string) (tenantID, customer string, err 
 }
 
 // ParseEventsSubject reads the tenant out of an event envelope's subject
-// {prefix}.{tenant}, which may go on with more tokens of the producer's
-// choosing ({prefix}.{tenant}.order.created).
+// {prefix}.{tenant}, the tenant one subject token (subjecttoken.Decode),
+// which may go on with more tokens of the producer's choosing
+// ({prefix}.{tenant}.order.created).
 func ParseEventsSubject(prefix, subject string) (tenantID string, err error) {
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
 		return "", fmt.Errorf("subject %q is not under %s.>", subject, prefix)
 	}
-	tenantID, _, _ = strings.Cut(rest, ".")
-	if tenantID == "" {
+	tok, _, _ := strings.Cut(rest, ".")
+	if tok == "" {
 		return "", errors.New("subject " + subject + ": no tenant token")
+	}
+	if tenantID, err = subjecttoken.Decode(tok); err != nil {
+		return "", fmt.Errorf("subject %q: tenant: %w", subject, err)
 	}
 	if err := tenant.Validate(tenantID); err != nil {
 		return "", fmt.Errorf("subject %q: %w", subject, err)

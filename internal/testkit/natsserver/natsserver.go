@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -116,6 +119,26 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
+}
+
+// RSS returns the server process's resident memory in bytes (Linux: from
+// /proc), for the benchmarks that weigh what an arrangement of streams
+// costs the server.
+func (s *Server) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("natsserver: memory of process %d: %w", s.cmd.Process.Pid, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("natsserver: VmRSS %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("natsserver: no VmRSS for process %d", s.cmd.Process.Pid)
 }
 
 // Done is closed once the server process has ended.

@@ -113,7 +113,9 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 		"e-tenant": ingress.ReasonUnknownTenant, "e-broken": ingress.ReasonRetriesExhausted,
 	}
 	e.publishNamed(pointsAt("default", "c-1"), "p-json", []byte(`{"points": 5`), "p-json")
-	e.publishNamed(e.cfg.PointsPrefix+".default.points", "p-subject", []byte(`{"points": 5}`), "p-subject")
+	// A subject of no stream is refused at publish; one a stream takes whose
+	// customer token no ID has (a lower-case escape) is dead-lettered.
+	e.publishNamed(e.cfg.PointsPrefix+".default.c%2e1.points", "p-subject", []byte(`{"points": 5}`), "p-subject")
 	e.publishNamed(pointsAt("t-2", "c-1"), "p-tenant", []byte(`{"dedup_key": "t2-1", "points": 5}`), "")
 	e.publishNamed(pointsAt("default", "c-2"), "p-reused", []byte(`{"dedup_key": "k-0", "points": 99}`), "p-reused")
 	e.publishNamed(pointsAt("default", "c-1"), "p-overdraw", []byte(`{"dedup_key": "overdraw", "points": -5}`), "p-overdraw")
@@ -123,8 +125,7 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 	e.publishNamed(eventsOf("t-2"), "e-tenant", envelope("evt-t2", "t-2"), "")
 	e.publishNamed(eventsOf("t-1"), "e-broken", envelope("evt-broken", "t-1"), "e-broken")
 
-	bus := deadletters.Bus{JS: e.js, Stream: e.cfg.DeadLetterStream, Prefix: e.cfg.DeadLetterPrefix,
-		PointsDurable: e.cfg.PointsDurable, EventsDurable: e.cfg.EventsDurable}
+	bus := e.deadLetterBus()
 	list := func(reason, subject, since string) []deadletters.Letter {
 		t.Helper()
 		f, err := deadletters.ParseFilter(reason, subject, since, time.Now())
@@ -188,8 +189,8 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 	}
 
 	// A dry run sends nothing.
-	counts := func() (n [3]uint64) {
-		for i, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream} {
+	counts := func() (n [4]uint64) {
+		for i, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream, e.cfg.ReplayStream} {
 			st, err := e.js.Stream(ctx, s)
 			if err != nil {
 				t.Fatal(err)
@@ -212,7 +213,10 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 	}
 	for _, r := range dry.Results {
 		if r.Message.Header.Get(testName) == "" || r.Message.Header.Get(nats.MsgIdHdr) != r.MsgID ||
-			slices.ContainsFunc(mapsKeys(r.Message.Header), func(k string) bool { return strings.HasPrefix(k, "Ingest-") }) {
+			r.Message.Header.Get(ingress.HeaderDedupKey) != r.Letter.ReplayKey() ||
+			slices.ContainsFunc(mapsKeys(r.Message.Header), func(k string) bool {
+				return strings.HasPrefix(k, "Ingest-") && k != ingress.HeaderDedupKey
+			}) {
 			t.Errorf("%s would be sent with headers %v", r.Letter.Header.Get(testName), r.Message.Header)
 		}
 	}
@@ -292,6 +296,14 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 		}
 	}
 	t.Logf("letters left: %v", fmt.Sprint(left))
+}
+
+// deadLetterBus is the test's dead letters as starter deadletters reads
+// them.
+func (e *env) deadLetterBus() deadletters.Bus {
+	return deadletters.Bus{JS: e.js, Stream: e.cfg.DeadLetterStream, Prefix: e.cfg.DeadLetterPrefix,
+		ReplayStream: e.cfg.ReplayStream, ReplayPrefix: e.cfg.ReplayPrefix,
+		PointsDurable: e.cfg.PointsDurable, EventsDurable: e.cfg.EventsDurable}
 }
 
 // mapsKeys returns the keys of h.

@@ -148,9 +148,9 @@ func testConfig() ingress.Config {
 		PointsStream: up + "_POINTS", PointsPrefix: id + ".rewards", PointsDurable: "ingest-points",
 		EventsStream: up + "_EVENTS", EventsPrefix: id + ".events", EventsDurable: "ingest-events",
 		DeadLetterStream: up + "_DEAD", DeadLetterPrefix: id + ".dead",
-		// A short duplicate window, so that a copy published after it is
-		// stored again and reaches the ingress: JetStream's own dedup is
-		// over, the dedup key is all that is left.
+		ReplayStream: up + "_REPLAYS", ReplayPrefix: id + ".replay",
+		// A short duplicate window for replays, so that a replay run again
+		// after it is stored again: the dedup key is all that is left.
 		StreamDuplicates: time.Second,
 		Workers:          16,
 		// A low bound per customer, so that customers are deferred and
@@ -170,7 +170,7 @@ func (e *env) deleteStreamsAtEnd() {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream, "KV_" + e.membersBucket()} {
+		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream, e.cfg.ReplayStream, "KV_" + e.membersBucket()} {
 			_ = e.js.DeleteStream(ctx, s)
 		}
 	})
@@ -220,7 +220,7 @@ func (e *env) startOn(js jetstream.JetStream, reg prometheus.Registerer) (stop f
 	}
 	// Run creates the streams; wait for them before publishing.
 	waitFor(e.t, "the ingress's streams", 30*time.Second, func() (bool, error) {
-		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream} {
+		for _, s := range []string{e.cfg.PointsStream, e.cfg.EventsStream, e.cfg.DeadLetterStream, e.cfg.ReplayStream} {
 			if _, err := e.js.Stream(context.Background(), s); err != nil {
 				return false, nil
 			}
@@ -462,7 +462,7 @@ func TestIngressExactlyOnceEffect(t *testing.T) {
 	e.publish(pointsAt("default", customer(1)), []byte(`{"points": 5`), "p-json")
 	e.publish(pointsAt("default", customer(1)), []byte(`{"dedup_key": "z", "points": 0}`), "p-zero")
 	e.publish(pointsAt("default", customer(1)), []byte(`{"points": 5, "colour": "red"}`), "p-field")
-	e.publish(e.cfg.PointsPrefix+".default.points", []byte(`{"points": 5}`), "p-subject")
+	e.publish(e.cfg.PointsPrefix+".default.c%2e1.points", []byte(`{"points": 5}`), "p-subject") // a token no ID has
 	e.publish(pointsAt("t-9", customer(1)), []byte(`{"points": 5}`), "p-tenant")
 	e.publish(pointsAt("t-2", customer(0)), []byte(`{"dedup_key": "k-0", "points": 99}`), "p-reused")
 	e.publish(pointsAt("default", customer(1)), []byte(`{"dedup_key": "overdraw", "points": -5}`), "p-overdraw")
@@ -720,61 +720,3 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 	}
 }
 
-// With JetStream's own duplicate window at its default (2 minutes): a copy
-// published inside it is dropped by JetStream, and one published after it,
-// with the same Nats-Msg-Id or (for an event with its own key) another one,
-// is stored again and reaches the ingress, which counts it as a duplicate:
-// the entity's window, not JetStream's, makes it count once. The test
-// waits out the window: about two minutes, mostly idle.
-func TestRedeliveryAfterDefaultDuplicateWindow(t *testing.T) {
-	e := newEnv(t)
-	e.cfg.StreamDuplicates = 0
-	reg := prometheus.NewRegistry()
-	e.start(reg)
-	ctx := background(t)
-	info, err := e.js.Stream(ctx, e.cfg.PointsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	window := info.CachedInfo().Config.Duplicates
-	if window != 2*time.Minute {
-		t.Fatalf("the points stream's duplicate window is %v, want JetStream's default of 2 minutes", window)
-	}
-	subject := ingress.PointsSubject(e.cfg.PointsPrefix, "default", "window-1")
-	byHeader := []byte(`{"activity":"purchase","points":7}`)
-	byKey := []byte(`{"dedup_key":"own-1","activity":"purchase","points":5}`)
-	publish := func(body []byte, msgID string) bool {
-		m := nats.NewMsg(subject)
-		m.Data = body
-		m.Header.Set(nats.MsgIdHdr, msgID)
-		ack, err := e.js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return !ack.Duplicate
-	}
-	first := time.Now()
-	if !publish(byHeader, "hdr-1") || !publish(byKey, "own-1-a") {
-		t.Fatal("a first copy was dropped")
-	}
-	if publish(byHeader, "hdr-1") {
-		t.Fatal("a copy inside the duplicate window was stored")
-	}
-	handled := func(outcome string) float64 {
-		return counter(t, reg, "ingest_handled_total", map[string]string{"source": ingress.SourcePoints, "outcome": outcome})
-	}
-	waitFor(t, "the first copies applied", time.Minute, func() (bool, error) { return handled(ingress.OutcomeApplied) == 2, nil })
-
-	time.Sleep(time.Until(first.Add(window + 5*time.Second)))
-	if !publish(byHeader, "hdr-1") || !publish(byKey, "own-1-b") {
-		t.Fatal("a copy after the duplicate window was dropped")
-	}
-	waitFor(t, "the late copies handled", time.Minute, func() (bool, error) { return handled(ingress.OutcomeDuplicate) == 2, nil })
-	st, err := e.rewards.Status(ctx, "window-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Points != 12 || st.EventCount != 2 || handled(ingress.OutcomeApplied) != 2 {
-		t.Errorf("%d points, %d events, %v applied; want 12, 2, 2", st.Points, st.EventCount, handled(ingress.OutcomeApplied))
-	}
-}

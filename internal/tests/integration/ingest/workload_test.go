@@ -144,7 +144,7 @@ func newWorkload(t testing.TB, prefix string, perCustomer int) *workload {
 		{subject(1), `{"points": 5`, "p-json", ingress.ReasonInvalidPayload},
 		{subject(2), `{"dedup_key": "z", "points": 0}`, "p-zero", ingress.ReasonInvalidPayload},
 		{subject(3), `{"points": 5, "colour": "red"}`, "p-field", ingress.ReasonInvalidPayload},
-		{prefix + ".default.points", `{"points": 5}`, "p-subject", ingress.ReasonInvalidSubject},
+		{prefix + ".default.c%2e1.points", `{"points": 5}`, "p-subject", ingress.ReasonInvalidSubject}, // a token no ID has
 		{ingress.PointsSubject(prefix, "t-9", customer(1)), `{"points": 5}`, "p-tenant", ingress.ReasonUnknownTenant},
 		{subject(0), `{"dedup_key": "d-0", "points": 99}`, "p-reused", ingress.ReasonKeyReused},
 		{subject(5), `{"dedup_key": "overdraw", "points": -100000}`, "p-overdraw", ingress.ReasonInvalidEvent},
