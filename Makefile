@@ -150,6 +150,14 @@ bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/tests/integration/ingest/ | tee bench-ingest.txt
 	$(BENCHSTAT) -col /via bench-ingest.txt
 
+# What keeping tenants apart on the bus costs the NATS server at 1, 10 and 100
+# tenants: the ingress's arrangement (one points stream without a duplicate
+# window) beside a stream per tenant sourced into it (docs/ingress.md).
+.PHONY: bench-isolation
+bench-isolation: $(BENCHSTAT) $(NATS_SERVER)
+	$(GO) test -run '^$$' -bench TenantIsolation -benchtime 20x -count 3 ./internal/tests/integration/ingest/ | tee bench-isolation.txt
+	$(BENCHSTAT) -col /design bench-isolation.txt
+
 # A short load run against a self-started server with the rewards worker and
 # the HTTP API in process: raw UpdateWithStart of a do-nothing workflow (the
 # baseline), the Go client and the HTTP API, each in the traffic shapes of
