@@ -719,4 +719,3 @@ func TestIngressTakeoverMidStream(t *testing.T) {
 		t.Errorf("%d dead letters, want none; the first: %v", len(dl), dl[0].Headers())
 	}
 }
-

@@ -87,7 +87,7 @@ func benchIsolation(b *testing.B, design string, tenants int) {
 	for p := range ingress.DefaultPartitions {
 		if _, err := js.CreateOrUpdateConsumer(ctx, consumed, jetstream.ConsumerConfig{
 			Durable: "ingest-points-" + strconv.Itoa(p), AckPolicy: jetstream.AckExplicitPolicy,
-			FilterSubject: ingress.PartitionRoot + "." + strconv.Itoa(p) + "." + prefix + ".>",
+			FilterSubject:  ingress.PartitionRoot + "." + strconv.Itoa(p) + "." + prefix + ".>",
 			PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"ingest"}, PinnedTTL: 10 * time.Second,
 		}); err != nil {
 			b.Fatal(err)

@@ -59,7 +59,9 @@ func TestTenantsShareNoMsgID(t *testing.T) {
 			t.Errorf("stream %s keeps a duplicate window of %v, want none", name, d)
 		}
 	}
-	at := func(tenant, customer string) string { return ingress.PointsSubject(e.cfg.PointsPrefix, tenant, customer) }
+	at := func(tenant, customer string) string {
+		return ingress.PointsSubject(e.cfg.PointsPrefix, tenant, customer)
+	}
 	for _, m := range []struct{ subject, body, id string }{
 		{at("tenant-a", "c-1"), `{"activity":"purchase","points":10}`, "order-1"},
 		{at("tenant-b", "c-1"), `{"activity":"purchase","points":20}`, "order-1"},
