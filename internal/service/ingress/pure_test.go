@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,52 +85,6 @@ func TestParseEventsSubject(t *testing.T) {
 	if got := EventsSubject("events", "acme.eu"); got != "events.acme%2Eeu" {
 		t.Errorf("EventsSubject of acme.eu = %q", got)
 	}
-}
-
-// Tenant acme.eu's customer c1 and tenant acme's customer eu.c1 have
-// subjects and filters of their own, and each reads back as itself.
-func TestPointsSubjectsOfDottedIDsStayApart(t *testing.T) {
-	a, b := PointsSubject("rewards", "acme.eu", "c1"), PointsSubject("rewards", "acme", "eu.c1")
-	if a == b {
-		t.Fatalf("acme.eu/c1 and acme/eu.c1 share %q", a)
-	}
-	for _, tt := range []struct{ subject, tenant, customer string }{{a, "acme.eu", "c1"}, {b, "acme", "eu.c1"}} {
-		tn, c, err := ParsePointsSubject("rewards", tt.subject)
-		if err != nil || tn != tt.tenant || c != tt.customer {
-			t.Errorf("ParsePointsSubject(%q) = %q, %q, %v; want %q, %q", tt.subject, tn, c, err, tt.tenant, tt.customer)
-		}
-	}
-	for _, tt := range []struct {
-		filter string
-		want   map[string]bool
-	}{
-		{PointsFilter("rewards", "acme", ""), map[string]bool{b: true}},
-		{PointsFilter("rewards", "acme.eu", ""), map[string]bool{a: true}},
-		{PointsFilter("rewards", "acme.eu", "c1"), map[string]bool{a: true}},
-		{PointsFilter("rewards", "acme", "eu.c1"), map[string]bool{b: true}},
-	} {
-		for _, s := range []string{a, b} {
-			if got := subjectMatches(tt.filter, s); got != tt.want[s] {
-				t.Errorf("filter %q matches %q: %v, want %v", tt.filter, s, got, tt.want[s])
-			}
-		}
-	}
-}
-
-// subjectMatches is NATS's subject matching, for the test above.
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
 
 func TestDedupKey(t *testing.T) {
