@@ -91,7 +91,7 @@ func (l Letter) Message(subject, msgID string) *nats.Msg {
 		switch {
 		case strings.HasPrefix(k, originalPrefix):
 			name := "Nats-" + strings.TrimPrefix(k, originalPrefix)
-			if strings.HasPrefix(name, "Nats-Expected-") || name == "Nats-Stream-Source" {
+			if strings.HasPrefix(name, "Nats-Expected-") || name == "Nats-Stream-Source" || name == "Nats-Pin-Id" {
 				continue
 			}
 			m.Header[name] = append([]string(nil), vs...)

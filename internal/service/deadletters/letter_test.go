@@ -42,9 +42,9 @@ func TestMessageRestoresTheOriginal(t *testing.T) {
 			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}, "Trace-Id": {"a", "b"}}},
 		{"other Nats-* headers are restored", with(nats.Header{"Ingest-Dedup-Key": {"k-1"}, "Ingest-Original-TTL": {"1h"}}),
 			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}, "Nats-TTL": {"1h"}}},
-		{"the first publish's expectations and an earlier replay's source are dropped", with(nats.Header{"Ingest-Dedup-Key": {"k-1"},
+		{"the first publish's expectations, an earlier replay's source and the delivery's pin are dropped", with(nats.Header{"Ingest-Dedup-Key": {"k-1"},
 			"Ingest-Original-Expected-Stream": {"S"}, "Ingest-Original-Expected-Last-Sequence": {"6"},
-			"Ingest-Original-Stream-Source": {"INGEST_REPLAYS 4 x y z"}}),
+			"Ingest-Original-Stream-Source": {"INGEST_REPLAYS 4 x y z"}, "Ingest-Original-Pin-Id": {"p-1"}}),
 			nats.Header{"Nats-Msg-Id": {"replay:INGEST_DEAD_LETTERS:3"}, "Ingest-Dedup-Key": {"k-1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
