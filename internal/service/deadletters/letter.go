@@ -79,8 +79,9 @@ func (l Letter) ReplayKey() string {
 // Message is what a replay of l publishes on subject (the replay stream's,
 // ingress.ReplaySubject): its original body, with the original's headers
 // (the Ingest-Original-* ones named Nats-* again, but for the
-// Nats-Expected-* checks of the first publish, which would fail now, and
-// the Nats-Stream-Source of an earlier replay), without the ingress's
+// Nats-Expected-* checks of the first publish, which would fail now, the
+// Nats-Stream-Source of an earlier replay and the Nats-Pin-Id of a pinned
+// consumer's delivery), without the ingress's
 // Ingest-* bookkeeping and the letter's own Nats-* headers, and with
 // Nats-Msg-Id = msgID (the letter's own identity, ingress.ReplayMsgID) and
 // Ingest-Dedup-Key = ReplayKey.
