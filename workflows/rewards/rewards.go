@@ -105,8 +105,6 @@ type entity struct {
 	workflowID string
 	// entityRunID is the first run of the entity's chain (Change.EntityRunID).
 	entityRunID string
-	// handed is the last seq handed to a publication (ChangeBatch.Again).
-	handed int64
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
@@ -150,9 +148,6 @@ func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int
 	}
 	if in.Carried != nil {
 		e.st = *in.Carried
-		if n := len(e.st.Outbox); n > 0 {
-			e.handed = e.st.Outbox[n-1].Seq // the run before may have published them
-		}
 	}
 	if e.st.Run == 0 {
 		e.st.Run = 1
