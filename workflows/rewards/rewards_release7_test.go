@@ -117,6 +117,82 @@ func TestUnenrollAfterBatchWaitingForRoom(t *testing.T) {
 	}
 }
 
+// With the outbox full, add-points signals wait in their channel: those
+// received before the unenroll are applied before the entity unenrolls,
+// those received after it are not (release 6 applied both, for it took the
+// unenroll only once the channel was empty, so a steady stream of signals
+// could hold it back for good).
+func TestUnenrollAppliesTheSignalsBeforeIt(t *testing.T) {
+	h, s := feedEntity(t, rewards.FeedAll)
+	var slow atomic.Bool
+	slow.Store(true)
+	s.fail = func(int) int {
+		if slow.Load() {
+			return 0
+		}
+		return -1
+	}
+	const cust = "c-signals"
+	res := h.run(rewards.RewardsInput{CustomerID: cust, Carried: backlog(cust, rewards.MaxOutbox)}, func(env *testsuite.TestWorkflowEnvironment) {
+		for i := range 4 {
+			signal(env, time.Second, event(fmt.Sprint("before-", i), 1))
+		}
+		unenroll(env, 2*time.Second)
+		for i := range 3 {
+			signal(env, 3*time.Second, event(fmt.Sprint("after-", i), 1))
+		}
+		env.RegisterDelayedCallback(func() { slow.Store(false) }, 20*time.Second)
+	})
+	if res.err != nil || res.next != nil {
+		t.Fatalf("run: %+v", res)
+	}
+	if res.status.EventCount != 4 || res.status.Points != 5004 {
+		t.Fatalf("status %+v, want the 4 events received before the unenroll applied and none after", res.status)
+	}
+	if kinds := s.check(t, rewards.RewardsWorkflowID(cust)); len(kinds) != rewards.MaxOutbox+4+1 {
+		t.Fatalf("%d changes published, want the %d carried, 4 balance changes and unenrolled", len(kinds), rewards.MaxOutbox)
+	}
+}
+
+// A run held at release 6 (RewardsReleaseCap, the first phase of a
+// rollout, and every run that recorded release 6) keeps release 6's
+// unenroll, so that its histories replay: the unenroll is taken while the
+// outbox has room for one change, and the batch waiting for room for its
+// 600 is answered NotEnrolled event by event.
+func TestUnenrollAfterBatchOnRelease6(t *testing.T) {
+	h, s := feedEntity(t, rewards.FeedAll)
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) {
+		env.SetWorkerOptions(worker.Options{PreferredVersionProvider: rewards.RewardsReleaseCap(6)})
+	}
+	var slow atomic.Bool
+	slow.Store(true)
+	s.fail = func(int) int {
+		if slow.Load() {
+			return 0
+		}
+		return -1
+	}
+	const cust = "c-held-6"
+	var evs []rewards.PointEvent
+	for i := range 300 {
+		evs = append(evs, event(fmt.Sprint("b-", i), 1))
+	}
+	var out *batchOutcome
+	res := h.run(rewards.RewardsInput{CustomerID: cust, Carried: backlog(cust, 900)}, func(env *testsuite.TestWorkflowEnvironment) {
+		out = batch(env, time.Second, "accepted", rewards.PointEventBatch{Events: evs})
+		unenroll(env, 2*time.Second)
+		env.RegisterDelayedCallback(func() { slow.Store(false) }, 20*time.Second)
+	})
+	if res.err != nil || res.status.Release != 6 || res.status.EventCount != 0 {
+		t.Fatalf("run: %+v", res)
+	}
+	for i, r := range out.result.Results {
+		if r.Error == nil || r.Error.Type != rewards.ErrNotEnrolled {
+			t.Fatalf("event %d: %+v, %+v; want release 6's NotEnrolled", i, r.Result, r.Error)
+		}
+	}
+}
+
 // A fresh start whose input no release can decode fails the workflow at
 // once (issue 27): a non-retryable InvalidRewardsInput naming what does not
 // decode, so the caller's start or UpdateWithStart is answered with a
