@@ -216,6 +216,7 @@ func TestUndecodableFreshStartFailsTheWorkflow(t *testing.T) {
 		{"a bad duration", 0, `{"customer_id":"c-1","options":{"dedup_window":"3 days"}}`, true},
 		{"null carried state", 0, `{"customer_id":"c-1","carried":null,"loyalty_multiplier":2}`, true},
 		{"unknown field, a newer release named", 0, fmt.Sprintf(`{"customer_id":"c-1","loyalty_multiplier":2,"requires_release":%d}`, next), false},
+		{"a newer duration, a newer release named after it", 0, fmt.Sprintf(`{"customer_id":"c-1","options":{"dedup_window":"3 days"},"requires_release":%d}`, next), false},
 		{"unknown field in carried state", 0, `{"customer_id":"c-1","carried":{"run":2,"points":500,"cashback":1}}`, false},
 		{"carried state that is no object", 0, `{"customer_id":"c-1","carried":"run 2"}`, false},
 		{"unknown field on a worker held at release 6", 6, `{"customer_id":"c-1","loyalty_multiplier":2}`, false},

@@ -75,10 +75,16 @@ func (in *RewardsInput) UnmarshalJSON(data []byte) error {
 	_ = json.Unmarshal(data, &lenient)
 	*in = RewardsInput(lenient)
 	in.unreadable = err
+	// What decides whether the run may wait for another release is read
+	// from the fields on their own: the lenient decoding stops at a value
+	// whose own decoding fails, leaving the fields after it unread.
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(data, &fields) == nil {
 		carried, ok := fields["carried"]
 		in.carriesState = ok && string(bytes.TrimSpace(carried)) != "null"
+		if rr, ok := fields["requires_release"]; ok {
+			_ = json.Unmarshal(rr, &in.RequiresRelease)
+		}
 	}
 	return nil
 }
