@@ -199,12 +199,14 @@ fuzz:
 # and bursts (all but the 12,000-signal stream, whose histories would weigh
 # megabytes; of a burst's runs, those that show something new), the runs of
 # an entity through a versioned deploy and a rollback (real server), and the
-# activity platform's runs, tasks and schedule fires, and the change feed's
-# entities (ContinueAsNew with unpublished changes, a NATS outage).
+# activity platform's runs, tasks and schedule fires, the change feed's
+# entities (ContinueAsNew with unpublished changes, a NATS outage, an
+# unenroll behind a batch waiting for room, a worker that died mid-publish)
+# and a fresh start whose input does not decode.
 histories: $(TEMPORAL) $(NATS_SERVER) cluster-tools
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew)$$' ./internal/tests/integration/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew|TestUndecodableFreshStartFailsAtOnce)$$' ./internal/tests/integration/
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/tests/integration/platform/
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage)$$' ./internal/tests/integration/feed/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage|TestFeedUnenrollWaitsForABatchHeldByTheOutbox|TestFeedWorkerDiedMidPublishPastTheWindow)$$' ./internal/tests/integration/feed/
 
 clean:
 	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt

@@ -101,9 +101,11 @@ func (a *Rewards) RecordUnenrollment(ctx context.Context, in rewardswf.Unenrollm
 
 // PublishChanges publishes a batch of an entity's changes to the feed, in
 // sequence order, and returns once each is in the stream. It is retried
-// without limit (the workflow's policy): a NATS outage delays the changes,
-// and the stream's duplicate window drops what an attempt had published
-// before it failed.
+// without limit (the workflow's policy): a NATS outage delays the changes.
+// A batch marked Again (the entity marks every one, for any may repeat an
+// earlier publication, even one whose worker died before its workflow task
+// recorded it) and every retried attempt first skip what the stream holds,
+// so that a change sent again after the duplicate window is stored once.
 func (a *Rewards) PublishChanges(ctx context.Context, in rewardswf.ChangeBatch) error {
 	if a.Changes == nil {
 		return errFeedOff

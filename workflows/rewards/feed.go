@@ -110,10 +110,16 @@ func (c Change) MsgID() string { return fmt.Sprintf("%s:%s:%d", c.WorkflowID, c.
 // entity in sequence order.
 type ChangeBatch struct {
 	Changes []Change `json:"changes"`
-	// Again says that some of the changes may be in the stream already (an
-	// earlier publication of them failed, or a run before this one handed
-	// them): the publisher then skips those it finds there. A first
-	// publication of new changes needs no such look.
+	// Again says that some of the changes may be in the stream already: the
+	// publisher then first reads the last change the stream holds for the
+	// entity and skips those up to it, so that a change published again
+	// after the stream's duplicate window is not stored twice. The entity
+	// sets it on every publication, for any may repeat one made before: a
+	// failed or retried one, one a run before this one handed over, and a
+	// first one too, whose local activity leaves no trace in history until
+	// its workflow task completes, so that a worker that dies mid-publish
+	// leaves the worker that takes the task over to publish the same
+	// changes again as a first attempt (issue 27).
 	Again bool `json:"again,omitempty"`
 }
 
@@ -232,7 +238,10 @@ const (
 // publishLocalBudget (NATS down, or a worker whose feed is off), as the
 // activity, which retries without limit on the server's timers, on
 // whichever worker polls. One publication of the batch runs at a time,
-// so the order argument of publishChanges holds across the two.
+// so the order argument of publishChanges holds across the two. Each reads
+// the stream first (ChangeBatch.Again). That changes no command and no
+// marker, so it holds for runs of every release at once, without a
+// version.
 func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: publishLocalBudget,
@@ -243,15 +252,12 @@ func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
 			MaximumInterval:    time.Second,
 		},
 	})
-	last := batch.Changes[len(batch.Changes)-1].Seq
-	batch.Again = batch.Changes[0].Seq <= e.handed
-	e.handed = max(e.handed, last)
+	batch.Again = true
 	err := workflow.ExecuteLocalActivity(lctx, ActivityPublishChanges, batch).Get(ctx, nil)
 	if err == nil || temporal.IsCanceledError(err) {
 		return err
 	}
 	e.log.Warn("publishing changes locally failed; falling back to the PublishChanges activity", "first_seq", batch.Changes[0].Seq, "error", err)
-	batch.Again = true
 	return workflow.ExecuteActivity(withPublishOptions(ctx), ActivityPublishChanges, batch).Get(ctx, nil)
 }
 

@@ -17,20 +17,25 @@ import (
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
-// stream stands for the feed's JetStream stream: it keeps the first
-// publication of each message ID and counts the duplicates it drops. fail,
-// if set, decides per call (numbered from 1) how many of the batch's
-// changes go out before the call fails (-1: none fails).
+// stream stands for the feed's JetStream stream and its publisher: it
+// keeps the first publication of each message ID within the duplicate
+// window (ids; expire ends the window) and counts the duplicates it drops;
+// a publication told again first skips the changes up to the last one the
+// stream holds, as changefeed.Publisher does, and counts them. fail, if
+// set, decides per call (numbered from 1) how many of the batch's changes
+// go out before the call fails (-1: none fails).
 type stream struct {
-	mu     sync.Mutex
-	stored []rewards.Change
-	ids    map[string]bool
-	dups   int
-	calls  int
-	sizes  []int
-	fail   func(call int) int
-	// unflagged counts changes the stream held already that came in a
-	// publication not marked again: the publisher would not have looked.
+	mu      sync.Mutex
+	stored  []rewards.Change
+	ids     map[string]bool
+	dups    int
+	skipped int
+	calls   int
+	sizes   []int
+	fail    func(call int) int
+	// unflagged counts changes the stream held already (within the window
+	// or not) that came in a publication not marked again: the publisher
+	// would not have looked.
 	unflagged int
 }
 
@@ -39,7 +44,7 @@ func (s *stream) Publish(_ context.Context, changes []rewards.Change, again bool
 	defer s.mu.Unlock()
 	s.calls++
 	for _, c := range changes {
-		if !again && s.ids[c.MsgID()] {
+		if !again && c.Seq <= s.lastStored() {
 			s.unflagged++
 		}
 	}
@@ -53,7 +58,15 @@ func (s *stream) Publish(_ context.Context, changes []rewards.Change, again bool
 	if s.ids == nil {
 		s.ids = map[string]bool{}
 	}
+	last := int64(0)
+	if again {
+		last = s.lastStored()
+	}
 	for _, c := range changes[:upTo] {
+		if c.Seq <= last {
+			s.skipped++
+			continue
+		}
 		if s.ids[c.MsgID()] {
 			s.dups++
 			continue
@@ -65,6 +78,24 @@ func (s *stream) Publish(_ context.Context, changes []rewards.Change, again bool
 		return errors.New("NATS unavailable")
 	}
 	return nil
+}
+
+// expire forgets the message IDs of the duplicate window, as JetStream does
+// once the window has passed: a change published again after it is stored
+// again unless the publisher, told again, first reads what the stream holds.
+func (s *stream) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = nil
+}
+
+// lastStored is the seq of the last change the stream holds (0: none),
+// what the publisher reads when told again.
+func (s *stream) lastStored() int64 {
+	if len(s.stored) == 0 {
+		return 0
+	}
+	return s.stored[len(s.stored)-1].Seq
 }
 
 // check verifies the stream holds seq 1..n of workflowID in order, each
@@ -149,13 +180,13 @@ func TestFeedInOrderThroughContinueAsNew(t *testing.T) {
 	if kinds[0] != rewards.ChangeEnrolled || kinds[len(kinds)-1] != rewards.ChangeUnenrolled || tiers != 3 || balances != events {
 		t.Fatalf("kinds %v: want enrolled first, unenrolled last, 3 tier changes, %d balance changes", kinds, events)
 	}
-	if s.dups == 0 {
+	if s.dups+s.skipped == 0 {
 		t.Fatal("no publish failed half-way; the test did not test retries")
 	}
 	if len(h.rec.unenrolled) != 1 {
 		t.Fatalf("unenrollments recorded: %d", len(h.rec.unenrolled))
 	}
-	t.Logf("%d changes in %d runs, %d publish calls, %d duplicates dropped", len(kinds), len(runs), s.calls, s.dups)
+	t.Logf("%d changes in %d runs, %d publish calls, %d duplicates dropped, %d skipped", len(kinds), len(runs), s.calls, s.dups, s.skipped)
 }
 
 // Changes not yet published when the run continues as new (the publisher
@@ -284,6 +315,88 @@ func TestFeedPublishesUnenrolledBeforeTheEnd(t *testing.T) {
 	want := []rewards.ChangeKind{rewards.ChangeEnrolled, rewards.ChangeTierChanged, rewards.ChangeUnenrolled}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) || s.calls < 5 {
 		t.Fatalf("stream kinds %v after %d calls, want %v after the failures", kinds, s.calls, want)
+	}
+}
+
+// dyingStream is the stream as a worker sees it that dies mid-publish: its
+// first publication of more than one change sends the first of them, then
+// the worker dies (die), its workflow task never completed; earlier
+// publications go through.
+type dyingStream struct {
+	*stream
+	die  func()
+	dead chan struct{}
+	once sync.Once
+}
+
+func (d *dyingStream) Publish(ctx context.Context, changes []rewards.Change, again bool) error {
+	dies := false
+	if len(changes) > 1 {
+		d.once.Do(func() { dies = true })
+	}
+	if !dies {
+		return d.stream.Publish(ctx, changes, again)
+	}
+	_ = d.stream.Publish(ctx, changes[:1], again)
+	d.die()
+	select {
+	case <-ctx.Done():
+	case <-d.dead:
+	}
+	return errors.New("the worker died")
+}
+
+// The suspected bug of issue 27: a first publication whose worker died
+// mid-publish leaves no trace in history (a local activity is recorded only
+// when its workflow task completes), so the worker that takes the task over
+// runs the same publication again, of the same changes under the same
+// message IDs, as a first attempt. When that happens after the stream's
+// duplicate window (every worker down for longer), JetStream no longer
+// drops the changes already sent: unless told to read the stream first
+// (Again), the publisher stores them twice. Run 1 below is the worker that
+// died, run 2 the same workflow task replayed after the window.
+func TestFeedFirstPublicationRepeatedAfterTheWindow(t *testing.T) {
+	h, s := feedEntity(t, rewards.FeedAll)
+	const cust = "c-window"
+	id := rewards.RewardsWorkflowID(cust)
+	// The entity's enrolled change went out long ago.
+	s.stored = []rewards.Change{{Seq: 1, Kind: rewards.ChangeEnrolled, WorkflowID: id}}
+	in := rewards.RewardsInput{CustomerID: cust, Carried: &rewards.RewardsState{Run: 2, EnrollRecorded: true, NotifiedTier: rewards.TierBasic, FeedSeq: 1}}
+	// 3 balance changes and a tier change: one publication of 4 changes.
+	evs := rewards.PointEventBatch{Events: []rewards.PointEvent{event("k-1", 200), event("k-2", 200), event("k-3", 200)}}
+
+	dying := &dyingStream{stream: s, dead: make(chan struct{})}
+	t.Cleanup(func() { close(dying.dead) })
+	h.changes = dying
+	h.prepare = func(_ int, env *testsuite.TestWorkflowEnvironment) { dying.die = env.CancelWorkflow }
+	died := h.run(in, func(env *testsuite.TestWorkflowEnvironment) {
+		batch(env, time.Second, "events", evs)
+	})
+	if died.err == nil || len(s.stored) != 2 {
+		t.Fatalf("the dying worker's run: %+v, stream %+v; want it cut off after publishing change 2", died, s.stored)
+	}
+
+	s.expire() // every worker stayed down past the duplicate window
+	h.changes, h.prepare = s, nil
+	var out *batchOutcome
+	res := h.run(in, func(env *testsuite.TestWorkflowEnvironment) {
+		out = batch(env, time.Second, "events", evs)
+		unenroll(env, 2*time.Second)
+	})
+	if res.err != nil || out.err != nil {
+		t.Fatalf("the run that replays the task: %v, batch %+v", res.err, out)
+	}
+	stored := map[int64]int{}
+	for _, c := range s.stored {
+		if stored[c.Seq]++; stored[c.Seq] > 1 {
+			t.Fatalf("change %d stored %d times: the publication replayed after the window did not read the stream first", c.Seq, stored[c.Seq])
+		}
+	}
+	kinds := s.check(t, id)
+	want := []rewards.ChangeKind{rewards.ChangeEnrolled, rewards.ChangeBalanceChanged, rewards.ChangeBalanceChanged,
+		rewards.ChangeBalanceChanged, rewards.ChangeTierChanged, rewards.ChangeUnenrolled}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("stream kinds %v, want %v", kinds, want)
 	}
 }
 

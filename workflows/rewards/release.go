@@ -9,7 +9,7 @@ import (
 // Each release is a set of behavioural changes a run takes as a whole, chosen
 // once when the run starts, so a run behaves one way from its start to its end
 // and an entity moves to a new release at a ContinueAsNew.
-const RewardsRelease = 6
+const RewardsRelease = 7
 
 // Change IDs for workflow.GetVersion.
 const (
@@ -91,6 +91,22 @@ const (
 // input carrying feed_seq or an outbox does not decode under release 5,
 // whose run then fails its workflow task (rewards_serve.go) until a worker
 // of release 6 takes it on.
+
+// Release 7 keeps every event accepted before an unenroll (issue 27). An
+// apply-points or apply-points-batch update admitted before the unenroll
+// signal and waiting for room in the feed's outbox is applied before the
+// entity unenrolls (release 6 took the unenroll while a nearly full outbox
+// still had room for one change, and answered such a batch NotEnrolled
+// event by event); so are the add-points signals in their channel when the
+// run first sees the unenroll. From that moment an update is refused
+// NotEnrolled (apply-points by its validator, a batch event by event) and
+// an enroll update Unenrolling, without waiting for room, and later
+// signals are dropped with the unenrollment, so a steady stream of events
+// cannot hold an unenroll back. A fresh start whose input does not decode
+// and names no newer release (requires_release) fails the workflow
+// (InvalidRewardsInput) instead of its workflow task: no release can serve
+// it, and there is no state to keep (rewards_serve.go). Nothing in the
+// carried state changes, so releases 6 and 7 read each other's inputs.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

@@ -51,7 +51,7 @@ func RewardsWorkflow(ctx workflow.Context, in RewardsInput) (Status, error) {
 // is feed.
 func rewardsWorkflow(ctx workflow.Context, in RewardsInput, feed FeedMode) (Status, error) {
 	if in.unreadable != nil {
-		failTask(ctx, in, UnservableUnreadable, fmt.Errorf("input does not decode under release %d: %w", RewardsRelease, in.unreadable))
+		return Status{}, refuseUnreadable(ctx, in)
 	}
 	if err := in.Validate(); err != nil {
 		return Status{}, refuseInput(ctx, in, err)
@@ -105,8 +105,6 @@ type entity struct {
 	workflowID string
 	// entityRunID is the first run of the entity's chain (Change.EntityRunID).
 	entityRunID string
-	// handed is the last seq handed to a publication (ChangeBatch.Again).
-	handed int64
 
 	points   workflow.ReceiveChannel
 	unenroll workflow.ReceiveChannel
@@ -116,9 +114,19 @@ type entity struct {
 	member  membership
 	// reenrolling is set while an enroll update re-enrolls a refused customer.
 	reenrolling bool
-	inFlight    int // activities running in background coroutines
-	timerArmed  bool
-	timerFired  bool
+	// roomWaiters counts the update handlers waiting for room in the
+	// outbox (release 7): events accepted that an unenroll must not refuse.
+	roomWaiters int
+	// unenrollSeen is set (release 7) once the main loop has seen an
+	// unenroll pending: updates admitted later are refused NotEnrolled.
+	unenrollSeen bool
+	// beforeUnenroll counts the add-points signals that were in their
+	// channel when the unenroll was seen and are still to be applied.
+	beforeUnenroll int
+
+	inFlight   int // activities running in background coroutines
+	timerArmed bool
+	timerFired bool
 
 	// left is the balance a refused customer unenrolled with, as the Enroll
 	// activity found it (nil: none recorded); only status() reads it.
@@ -150,9 +158,6 @@ func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int
 	}
 	if in.Carried != nil {
 		e.st = *in.Carried
-		if n := len(e.st.Outbox); n > 0 {
-			e.handed = e.st.Outbox[n-1].Seq // the run before may have published them
-		}
 	}
 	if e.st.Run == 0 {
 		e.st.Run = 1
@@ -185,13 +190,16 @@ func (e *entity) register(ctx workflow.Context) error {
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyPoints,
 		func(ctx workflow.Context, p pointEventPayload) (PointsResult, error) {
+			late := e.afterUnenroll()
 			if err := e.awaitMembership(ctx); err != nil {
 				return PointsResult{}, err
 			}
-			if err := e.awaitOutboxRoom(ctx, 1); err != nil {
-				return PointsResult{}, err
+			if !late {
+				if err := e.awaitOutboxRoom(ctx, 1); err != nil {
+					return PointsResult{}, err
+				}
 			}
-			return e.apply(ctx, p, true)
+			return e.apply(ctx, p, true, late)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateUpdate},
 	)
@@ -222,21 +230,78 @@ func (e *entity) awaitMembership(ctx workflow.Context) error {
 // awaitOutboxRoom waits until the feed's outbox has room for the changes of
 // n events (two each at most: balance_changed and tier_changed) within
 // MaxOutbox, or is empty; it returns at once when it has, as it always has
-// before release 6.
+// before release 6. From release 7 a handler waiting here is counted in
+// roomWaiters, which holds an unenroll back (held).
 func (e *entity) awaitOutboxRoom(ctx workflow.Context, n int) error {
-	return workflow.Await(ctx, func() bool {
+	room := func() bool {
 		return len(e.st.Outbox) == 0 || len(e.st.Outbox)+2*n <= MaxOutbox
-	})
+	}
+	if e.release < unenrollRelease || room() {
+		return workflow.Await(ctx, room)
+	}
+	e.roomWaiters++
+	defer func() { e.roomWaiters-- }()
+	return workflow.Await(ctx, room)
 }
 
-// held reports whether events wait for room in a full outbox: add-points
-// signals left in their channel, or updates waiting in awaitOutboxRoom. The
-// entity neither unenrolls nor continues as new meanwhile, for either would
-// drop them (an unenrolled entity refuses them; the SDK does not carry a
-// signal left in its channel to the next run). Never before release 6,
-// whose outbox is empty.
+// unenrollRelease is the first release whose unenroll refuses no event
+// accepted before it.
+const unenrollRelease = 7
+
+// held reports whether events accepted before an unenroll wait for room in
+// the outbox: add-points signals left in their channel, or updates waiting
+// in awaitOutboxRoom. The entity neither unenrolls nor continues as new
+// meanwhile, for either would drop them (an unenrolled entity refuses them;
+// the SDK does not carry a signal left in its channel to the next run).
+// Never before release 6, whose outbox is empty. Release 6 looked at them
+// only while the outbox was full, so an update waiting for room for more
+// changes than the outbox had left was refused NotEnrolled by an unenroll
+// sent after it; release 7 counts every update waiting (roomWaiters), and of
+// the signals only those before the unenroll (signalsDue).
 func (e *entity) held(ctx workflow.Context) bool {
-	return !e.outboxRoom() && (e.points.Len() > 0 || !workflow.AllHandlersFinished(ctx))
+	if e.release < unenrollRelease {
+		return !e.outboxRoom() && (e.points.Len() > 0 || !workflow.AllHandlersFinished(ctx))
+	}
+	return e.roomWaiters > 0 || e.signalsDue() && !e.outboxRoom()
+}
+
+// signalsDue reports whether add-points signals wait in their channel to be
+// applied: any of them, until the run has seen an unenroll (release 7);
+// from then on only those that came before it (beforeUnenroll), later ones
+// being dropped with the unenrollment.
+func (e *entity) signalsDue() bool {
+	return e.points.Len() > 0 && (!e.unenrollSeen || e.beforeUnenroll > 0)
+}
+
+// unenrollArrived reports whether an unenroll is pending that a run of
+// release 7 or later has not yet seen (seeUnenroll).
+func (e *entity) unenrollArrived() bool {
+	return e.release >= unenrollRelease && !e.unenrollSeen && e.unenroll.Len() > 0
+}
+
+// seeUnenroll marks the moment a run of release 7 or later first sees a
+// pending unenroll: the add-points signals in their channel now (among
+// them any delivered in the same workflow task as the unenroll) are still
+// applied, and so is every update admitted so far; an update admitted from
+// now on is refused (afterUnenroll). The unenroll itself is taken once none
+// of those events waits any more (held).
+func (e *entity) seeUnenroll() {
+	if !e.unenrollArrived() {
+		return
+	}
+	e.unenrollSeen = true
+	e.beforeUnenroll = e.points.Len()
+}
+
+// afterUnenroll reports whether an update admitted now comes after an
+// unenroll the run has seen (release 7): it is refused NotEnrolled, and
+// waits for nothing. Update handlers read it before they first yield, in
+// the workflow task that admitted them, and the SDK runs a newly admitted
+// update before the workflow's other coroutines, so the main loop sees an
+// unenroll delivered in the same workflow task only after them: such an
+// update counts as before it, as such a signal does.
+func (e *entity) afterUnenroll() bool {
+	return e.unenrollSeen
 }
 
 // run is the main loop. It never blocks on an activity, so signals are taken in
@@ -267,17 +332,21 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 	for {
 		e.armInactivityTimer(ctx)
 		err := workflow.Await(ctx, func() bool {
-			return e.points.Len() > 0 && e.outboxRoom() || e.unenroll.Len() > 0 && !e.held(ctx) || e.nudges.Len() > 0 || e.timerFired ||
+			return e.signalsDue() && e.outboxRoom() || e.unenrollArrived() || e.unenroll.Len() > 0 && !e.held(ctx) || e.nudges.Len() > 0 || e.timerFired ||
 				e.attributesDue(ctx) || e.attributesNeedTimer() || e.readyToContinue(ctx) && !e.held(ctx)
 		})
 		if err != nil {
 			return e.status(), err
 		}
 		e.drainNudges()
-		for e.outboxRoom() {
+		e.seeUnenroll()
+		for e.outboxRoom() && e.signalsDue() {
 			var p pointEventPayload
 			if !e.points.ReceiveAsync(&p) {
 				break
+			}
+			if e.unenrollSeen {
+				e.beforeUnenroll--
 			}
 			if e.release < 2 && p.err != nil {
 				// The first release never saw such a signal: the SDK dropped
@@ -285,7 +354,7 @@ func (e *entity) run(ctx workflow.Context) (Status, error) {
 				e.log.Warn("add-points signal refused", "error", p.err)
 				continue
 			}
-			if _, err := e.apply(ctx, p, false); err != nil {
+			if _, err := e.apply(ctx, p, false, false); err != nil {
 				e.log.Warn("add-points signal refused", "dedup_key", p.event.DedupKey, "error", err)
 			}
 		}
@@ -369,10 +438,16 @@ func (e *entity) idle(ctx workflow.Context) bool {
 
 // validateUpdate rejects an apply-points update before it reaches history.
 func (e *entity) validateUpdate(ctx workflow.Context, p pointEventPayload) error {
+	return e.admit(ctx, p, e.afterUnenroll())
+}
+
+// admit is what validateUpdate decides for an event; late says the update
+// came after an unenroll the run has seen (afterUnenroll).
+func (e *entity) admit(ctx workflow.Context, p pointEventPayload, late bool) error {
 	if p.err == nil && p.event.DedupKey == "" {
 		return refusal("dedup_key is required for "+UpdateApplyPoints, ErrInvalidEvent)
 	}
-	_, _, err := e.check(ctx, p)
+	_, _, err := e.check(ctx, p, late)
 	return err
 }
 
@@ -395,12 +470,14 @@ const (
 // check decides what an event would do, without changing anything. A payload
 // that is no PointEvent is refused first; then a known key gets its first
 // answer, whatever happened since (an unenrollment included); only then are
-// enrollment, the event's own rules and the balance considered.
+// enrollment, the event's own rules and the balance considered. late marks
+// an update that came after an unenroll the run has seen (afterUnenroll),
+// which is refused as the unenrolled entity would refuse it.
 //
 // Reordering these checks is safe for histories already written: check
 // changes no state, a signal never reaches it once the run stopped taking
 // events, and an update's answer is not part of what replay compares.
-func (e *entity) check(ctx workflow.Context, p pointEventPayload) (verdict, PointsResult, error) {
+func (e *entity) check(ctx workflow.Context, p pointEventPayload, late bool) (verdict, PointsResult, error) {
 	if p.err != nil {
 		return refuse, PointsResult{}, refusal(p.err.Error(), ErrInvalidEvent)
 	}
@@ -414,7 +491,7 @@ func (e *entity) check(ctx workflow.Context, p pointEventPayload) (verdict, Poin
 			return replay, e.replay(entry), nil
 		}
 	}
-	if e.member == refused || e.member == leaving {
+	if late || e.member == refused || e.member == leaving {
 		return reject, PointsResult{}, refusal("customer "+e.customerID+" has unenrolled", ErrNotEnrolled)
 	}
 	if err := ev.Validate(); err != nil {
@@ -440,14 +517,14 @@ func (e *entity) replay(entry dedup.Entry) PointsResult {
 // apply handles one event from a signal or an update. A refused signal that
 // carries a key is remembered as refused, so a retry gets the same answer rather
 // than being applied later against another balance. (An update is refused by its
-// validator instead, before it reaches history.)
-func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update bool) (PointsResult, error) {
+// validator instead, before it reaches history.) late is check's.
+func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update, late bool) (PointsResult, error) {
 	e.handled++
 	now := workflow.Now(ctx)
 	if e.release >= 2 {
 		e.expireInactivity(now)
 	}
-	v, res, err := e.check(ctx, p)
+	v, res, err := e.check(ctx, p, late)
 	ev := p.event
 	switch v {
 	case replay:

@@ -104,17 +104,22 @@ func (e *entity) validateBatch(_ workflow.Context, b pointEventBatchPayload) err
 // applyBatch handles apply-points-batch: once the run knows the customer's
 // membership (as apply-points waits for it), it takes the events in order,
 // each exactly as an apply-points update of its own would be taken in
-// sequence, without yielding between them.
+// sequence, without yielding between them. A batch admitted after an
+// unenroll the run has seen (release 7) waits for nothing: each of its
+// events is answered as apply-points' validator would answer it then.
 func (e *entity) applyBatch(ctx workflow.Context, b pointEventBatchPayload) (BatchResult, error) {
+	late := e.afterUnenroll()
 	if err := e.awaitMembership(ctx); err != nil {
 		return BatchResult{}, err
 	}
-	if err := e.awaitOutboxRoom(ctx, len(b.items)); err != nil {
-		return BatchResult{}, err
+	if !late {
+		if err := e.awaitOutboxRoom(ctx, len(b.items)); err != nil {
+			return BatchResult{}, err
+		}
 	}
 	out := BatchResult{Results: make([]BatchItemResult, len(b.items))}
 	for i, p := range b.items {
-		res, err := e.applyItem(ctx, p)
+		res, err := e.applyItem(ctx, p, late)
 		if err != nil {
 			out.Results[i].Error = itemError(err)
 			continue
@@ -126,12 +131,13 @@ func (e *entity) applyBatch(ctx workflow.Context, b pointEventBatchPayload) (Bat
 
 // applyItem takes one event of a batch as apply-points takes it: what the
 // update's validator would refuse is refused without being counted or
-// remembered (a rejected update leaves no trace), the rest goes through apply.
-func (e *entity) applyItem(ctx workflow.Context, p pointEventPayload) (PointsResult, error) {
-	if err := e.validateUpdate(ctx, p); err != nil {
+// remembered (a rejected update leaves no trace), the rest goes through
+// apply. late says the batch came after an unenroll (afterUnenroll).
+func (e *entity) applyItem(ctx workflow.Context, p pointEventPayload, late bool) (PointsResult, error) {
+	if err := e.admit(ctx, p, late); err != nil {
 		return PointsResult{}, err
 	}
-	return e.apply(ctx, p, true)
+	return e.apply(ctx, p, true, late)
 }
 
 // itemError turns the refusal of one event into its answer in a batch.

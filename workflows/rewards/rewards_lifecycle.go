@@ -101,9 +101,10 @@ func (e *entity) executeEnroll(ctx workflow.Context, in Enrollment, res *Enrollm
 }
 
 // validateEnroll turns an enroll update away while the run is ending an
-// unenrollment; the caller retries, and its retry starts a new entity.
+// unenrollment, or (release 7) has seen an unenroll it is about to take;
+// the caller retries, and its retry starts a new entity.
 func (e *entity) validateEnroll(workflow.Context) error {
-	if e.member == leaving {
+	if e.member == leaving || e.afterUnenroll() {
 		return e.errUnenrolling()
 	}
 	return nil
@@ -139,7 +140,7 @@ func (e *entity) enroll(ctx workflow.Context) (Status, error) {
 		e.member = enrolled
 		e.emit(ChangeEnrolled, in.EnrolledAt, Cause{Type: CauseReenroll}, nil)
 	}
-	if e.member == leaving {
+	if e.member == leaving || e.afterUnenroll() {
 		return e.status(), e.errUnenrolling()
 	}
 	return e.status(), nil

@@ -23,7 +23,11 @@ import (
 // The same holds for every check of a carried input: a continued run whose
 // input this code finds invalid was written by code that found it valid.
 // Only a fresh start whose input this code finds invalid fails the workflow
-// (InvalidRewardsInput): there is no state to keep.
+// (InvalidRewardsInput): there is no state to keep. From release 7 that
+// includes a fresh start whose input does not decode, unless it names a
+// newer release (RewardsInput.RequiresRelease) that may read it: left to
+// wait, it would hold its workflow ID for good, every later UpdateWithStart
+// for the customer attaching to it.
 
 // MetricUnservable counts the workflow tasks a worker failed because its code
 // cannot serve an entity's input, by cause (the metric's "cause" label). The
@@ -53,8 +57,8 @@ const tenantRelease = 4
 // UnmarshalJSON decodes the input strictly: a field this code does not know
 // means the input was written by a newer release, whose meaning this code
 // cannot tell. Such an input, or one that does not decode at all, is kept as
-// far as it decodes and marked, so that the run fails its workflow task
-// (failTask) rather than fail the workflow in the SDK's decoder.
+// far as it decodes and marked, so that the run decides what to do with it
+// (refuseUnreadable) rather than the SDK's decoder failing the workflow.
 func (in *RewardsInput) UnmarshalJSON(data []byte) error {
 	type plain RewardsInput // the fields without this method
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -71,7 +75,59 @@ func (in *RewardsInput) UnmarshalJSON(data []byte) error {
 	_ = json.Unmarshal(data, &lenient)
 	*in = RewardsInput(lenient)
 	in.unreadable = err
+	// What decides whether the run may wait for another release is read
+	// from the fields on their own: the lenient decoding stops at a value
+	// whose own decoding fails, leaving the fields after it unread.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		carried, ok := fields["carried"]
+		in.carriesState = ok && string(bytes.TrimSpace(carried)) != "null"
+		if rr, ok := fields["requires_release"]; ok {
+			_ = json.Unmarshal(rr, &in.RequiresRelease)
+		}
+	}
 	return nil
+}
+
+// undecodableStartRelease is the first release that fails a fresh start
+// whose input no release decodes, rather than its workflow task.
+const undecodableStartRelease = 7
+
+// refuseUnreadable answers an input that does not decode under this code.
+// An input that may yet be served waits, its workflow task failing
+// (failTask) until a worker that reads it polls: carried state (whatever
+// its shape: the state would be lost), a fresh start whose requires_release
+// names a release newer than this code's, and any input on a run below
+// release 7, which waited for all. A fresh start that no release decodes
+// fails the workflow with a non-retryable InvalidRewardsInput, answered at
+// once to the caller that started it; it had no state to lose, and its
+// workflow ID is free for a well-formed start.
+func refuseUnreadable(ctx workflow.Context, in RewardsInput) error {
+	err := fmt.Errorf("input does not decode under release %d: %w", RewardsRelease, in.unreadable)
+	if in.carriesState || workflow.GetInfo(ctx).ContinuedExecutionRunID != "" || in.RequiresRelease > RewardsRelease {
+		failTask(ctx, in, UnservableUnreadable, err)
+	}
+	if release := rewardsRelease(ctx); release < undecodableStartRelease {
+		failTask(ctx, in, UnservableUnreadable, err)
+	}
+	return failStart(ctx, temporal.NewNonRetryableApplicationError("the start "+err.Error(), ErrInvalidInput, nil))
+}
+
+// failStart ends a fresh start that fails with err (InvalidRewardsInput): it
+// registers every update of the entity with a validator that refuses with
+// err, so that the update of an UpdateWithStart that started the run is
+// answered with why (rather than "unknown update"), and returns err, which
+// fails the workflow. A refused update leaves no trace in history.
+func failStart(ctx workflow.Context, err error) error {
+	refuse := func(workflow.Context, json.RawMessage) error { return err }
+	for _, name := range []string{UpdateApplyPoints, UpdateApplyPointsBatch, UpdateEnroll} {
+		if rerr := workflow.SetUpdateHandlerWithOptions(ctx, name,
+			func(ctx workflow.Context, arg json.RawMessage) (json.RawMessage, error) { return nil, refuse(ctx, arg) },
+			workflow.UpdateHandlerOptions{Validator: refuse}); rerr != nil {
+			workflow.GetLogger(ctx).Error("registering the refusal of "+name, "error", rerr)
+		}
+	}
+	return err
 }
 
 // serveCheck says why a run of release cannot serve in, with its cause
@@ -111,5 +167,5 @@ func refuseInput(ctx workflow.Context, in RewardsInput, err error) error {
 	if in.Carried != nil {
 		failTask(ctx, in, UnservableInvalid, err)
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	return failStart(ctx, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil))
 }

@@ -3,6 +3,7 @@ package rewards_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,13 +78,16 @@ func TestRollbackBelowRelease4KeepsATenantEntitysState(t *testing.T) {
 }
 
 // A worker fails the workflow task, never the workflow, for an input its
-// code cannot serve: a field it does not know (anywhere in the input), a
-// dedup window in an encoding newer than its own, an input that says it
-// needs a newer release, a tenant's entity below release 4, and a continued
-// run's input that fails its checks. Nothing is recorded, and the cause is
-// counted in rewards_unservable_input. A fresh start that fails the checks
-// still fails the workflow: there is no state to keep.
+// code cannot serve: a field it does not know (anywhere in carried state,
+// or in a fresh start that names a newer release), a dedup window in an
+// encoding newer than its own, an input that says it needs a newer release,
+// a tenant's entity below release 4, and a continued run's input that fails
+// its checks. Nothing is recorded, and the cause is counted in
+// rewards_unservable_input. A fresh start that fails the checks still fails
+// the workflow: there is no state to keep (and from release 7 so does one
+// that no release decodes: TestUndecodableFreshStartFailsTheWorkflow).
 func TestUnservableInputFailsTheTaskNotTheWorkflow(t *testing.T) {
+	next := rewards.RewardsRelease + 1
 	tests := []struct {
 		name  string
 		cap   int // 0: no cap
@@ -91,12 +95,11 @@ func TestUnservableInputFailsTheTaskNotTheWorkflow(t *testing.T) {
 		input string
 		cause string // "" : the workflow fails InvalidRewardsInput
 	}{
-		{"unknown field", 0, "", `{"customer_id":"c-1","loyalty_multiplier":2}`, rewards.UnservableUnreadable},
+		{"unknown field, a newer release", 0, "", fmt.Sprintf(`{"customer_id":"c-1","loyalty_multiplier":2,"requires_release":%d}`, next), rewards.UnservableUnreadable},
 		{"unknown field in carried state", 0, "", `{"customer_id":"c-1","carried":{"run":2,"points":500,"cashback":1}}`, rewards.UnservableUnreadable},
-		{"unknown option", 0, "", `{"customer_id":"c-1","options":{"dedup_window":"72h","max_burst":5}}`, rewards.UnservableUnreadable},
+		{"unknown option, release 6", 6, "", `{"customer_id":"c-1","options":{"dedup_window":"72h","max_burst":5}}`, rewards.UnservableUnreadable},
 		{"newer window encoding", 0, "", `{"customer_id":"c-1","carried":{"run":2,"dedup":"AgAAAA=="}}`, rewards.UnservableUnreadable},
-		{"not an object", 0, "", `"c-1"`, rewards.UnservableUnreadable},
-		{"a future release", 0, "", `{"customer_id":"c-1","requires_release":7}`, rewards.UnservableRelease},
+		{"a future release", 0, "", fmt.Sprintf(`{"customer_id":"c-1","requires_release":%d}`, next), rewards.UnservableRelease},
 		{"release 4 on a release-3 worker", 3, "", `{"customer_id":"c-1","requires_release":4}`, rewards.UnservableRelease},
 		{"tenant below release 4", 3, "rewards/t-1/c-1", `{"customer_id":"c-1","tenant_id":"t-1","carried":{"run":2,"points":500}}`, rewards.UnservableTenant},
 		{"carried state, invalid options", 0, "", `{"customer_id":"c-1","options":{"dedup_max_keys":100001},"carried":{"run":2}}`, rewards.UnservableInvalid},

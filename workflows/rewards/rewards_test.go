@@ -341,7 +341,7 @@ func TestCountBoundHoldsAndPayloadStaysSmall(t *testing.T) {
 		burst(env, time.Second, "550e8400-e29b-41d4-a716-4466554", n, 1)
 	})
 	if res.next == nil {
-		t.Fatalf("run did not continue as new: %+v", res)
+		t.Fatalf("run did not continue as new: %+v, %v", res, res.err)
 	}
 	w := res.next.Carried.Dedup
 	if w.Len() != min(n, rewards.DefaultDedupMaxKeys) || w.Evicted() != uint64(max(0, n-rewards.DefaultDedupMaxKeys)) {

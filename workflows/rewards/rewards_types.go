@@ -137,12 +137,18 @@ type RewardsInput struct {
 	// RequiresRelease is the oldest release that can serve this input; 0
 	// means any. A release that hands on state older code would misread
 	// sets it, and a run of an older release then fails its workflow task
-	// instead of serving the state (rewards_serve.go). No release sets it
-	// yet: this release reads it.
+	// instead of serving the state (rewards_serve.go). A client that starts
+	// entities with a field a newer release added sets it too: a fresh start
+	// that does not decode fails the workflow (release 7) unless it names a
+	// release newer than the worker's, which then waits for that release.
+	// No release sets it yet: this release reads it.
 	RequiresRelease int `json:"requires_release,omitempty"`
 
 	// unreadable is why the input did not decode strictly (UnmarshalJSON).
 	unreadable error
+	// carriesState is set when an input that did not decode has a carried
+	// state (a "carried" that is not null), whatever its shape.
+	carriesState bool
 }
 
 // Validate reports what makes the input unusable.

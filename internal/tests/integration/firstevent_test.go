@@ -37,6 +37,7 @@ func TestNewEntityAnswersItsFirstEventInOneWorkflowTask(t *testing.T) {
 		unenrolled bool // the customer unenrolled before the event
 		oneTask    bool // the update completes in the run's first workflow task
 	}{
+		{"release 7", 7, false, true},
 		{"release 6", 6, false, true},
 		{"release 5", 5, false, true},
 		{"release 5, unenrolled customer", 5, true, true},

@@ -151,41 +151,48 @@ type message struct {
 // readStream reads every message of the feed's stream.
 func (e *env) readStream(ctx context.Context) []message {
 	e.t.Helper()
-	nc, err := nats.Connect(e.nats.URL)
+	return readStream(e.t, ctx, e.nats.URL, changefeed.DuplicateWindow)
+}
+
+// readStream reads every message of the feed's stream on the NATS server
+// at url, whose duplicate window must be window.
+func readStream(t *testing.T, ctx context.Context, url string, window time.Duration) []message {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, changefeed.DefaultStream)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if info.Config.Duplicates != changefeed.DuplicateWindow {
-		e.t.Errorf("duplicate window %v, want %v", info.Config.Duplicates, changefeed.DuplicateWindow)
+	if info.Config.Duplicates != window {
+		t.Errorf("duplicate window %v, want %v", info.Config.Duplicates, window)
 	}
 	var out []message
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
-			e.t.Fatalf("stream message %d: %v", seq, err)
+			t.Fatalf("stream message %d: %v", seq, err)
 		}
 		var c rewards.Change
 		dec := json.NewDecoder(bytes.NewReader(m.Data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
-			e.t.Fatalf("stream message %d %s: %v", seq, m.Data, err)
+			t.Fatalf("stream message %d %s: %v", seq, m.Data, err)
 		}
 		out = append(out, message{msgID: m.Header.Get(jetstream.MsgIDHeader), change: c, raw: m.Data})
 		if want := changefeed.Subject(changefeed.DefaultPrefix, c.TenantID, c.CustomerID); m.Subject != want {
-			e.t.Errorf("change %s on %s, want %s", c.MsgID(), m.Subject, want)
+			t.Errorf("change %s on %s, want %s", c.MsgID(), m.Subject, want)
 		}
 	}
 	return out
