@@ -1,8 +1,10 @@
 // Package changefeed publishes the rewards entities' change feed to NATS
-// JetStream: the stream it goes to (created or completed at worker start)
-// and the publisher behind the PublishChanges activity, which sends an
-// entity's changes one by one under the message ID {workflow ID}:{entity run ID}:{seq},
-// each once the one before it is acknowledged (docs/change-feed.md).
+// JetStream: the stream it goes to (created or completed when the worker's
+// feed connects), the subjects (one token per ID), the publisher behind the
+// PublishChanges activity, which sends an entity's changes one by one under
+// the message ID {workflow ID}:{entity run ID}:{seq}, each once the one before
+// it is acknowledged, and the Feed that connects it in the background, so that
+// a worker polls its task queues while NATS is down (docs/change-feed.md).
 package changefeed
 
 import (
@@ -10,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -19,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/internal/infra/subjecttoken"
-	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/tenant"
 	rewardswf "github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -256,32 +256,4 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error
 		return fmt.Errorf("change feed: updating stream %s (%s, duplicate window %v): %w", cfg.stream(), subject, DuplicateWindow, err)
 	}
 	return nil
-}
-
-// Open connects to NATS at url with sec (waiting until a server answers),
-// makes sure the feed's stream is there and returns its publisher; close
-// ends the connection.
-func Open(ctx context.Context, url string, sec ingress.Security, cfg Config, logger *slog.Logger) (p *Publisher, closeConn func(), err error) {
-	// No reconnect buffer: while the connection is down a publication fails
-	// at once (and the activity is retried) instead of waiting in the
-	// client to go out after the outage, perhaps after the duplicate
-	// window, when another worker has published it and later ones.
-	nc, err := ingress.Connect(ctx, url, "entityflow worker change feed", sec, logger, nats.ReconnectBufSize(-1))
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("JetStream on %s: %w", nc.ConnectedUrlRedacted(), err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := EnsureStream(sctx, js, cfg); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	logger.Info("change feed on", "mode", cfg.Mode, "stream", cfg.stream(), "subjects", cfg.prefix()+".{tenant}.{customer}",
-		"nats", nc.ConnectedUrlRedacted(), "nats_security", sec.String())
-	return &Publisher{JS: js, Stream: cfg.stream(), Prefix: cfg.prefix()}, nc.Close, nil
 }

@@ -21,8 +21,13 @@ import (
 // JetStream context and a context that ends with the test (30 s at most).
 func jetStream(t *testing.T) (context.Context, jetstream.JetStream) {
 	t.Helper()
-	srv := natsserver.ForTest(t)
-	nc, err := nats.Connect(srv.URL)
+	return connect(t, natsserver.ForTest(t).URL)
+}
+
+// connect connects to the NATS server at url until the test ends.
+func connect(t *testing.T, url string) (context.Context, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,26 +98,57 @@ func (e *env) startWorker() *exec.Cmd {
 // once by the entity's dedup window.
 func (e *env) drive(ctx context.Context, customers []string, n int, progress func(i int)) {
 	e.t.Helper()
+	e.apply(ctx, customers, n, progress)
+	e.unenroll(ctx, customers)
+}
+
+// apply sends each customer, concurrently, n events one after another
+// (90 points each, every tenth redeeming 400), calling progress after each.
+func (e *env) apply(ctx context.Context, customers []string, n int, progress func(i int)) {
+	e.t.Helper()
+	e.each(customers, func(cust string) error {
+		for i := range n {
+			ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%d", cust, i), Activity: "purchase", Points: eventPoints(i)}
+			if _, err := e.rc.ApplyPoints(ctx, cust, ev); err != nil {
+				return fmt.Errorf("%s event %d: %w", cust, i, err)
+			}
+			if progress != nil {
+				progress(i)
+			}
+		}
+		return nil
+	})
+}
+
+// eventPoints are the points of apply's i-th event.
+func eventPoints(i int) int64 {
+	if i%10 == 9 {
+		return -400
+	}
+	return 90
+}
+
+// unenroll unenrolls each customer.
+func (e *env) unenroll(ctx context.Context, customers []string) {
+	e.t.Helper()
+	e.each(customers, func(cust string) error {
+		if err := e.rc.Unenroll(ctx, cust); err != nil {
+			return fmt.Errorf("unenrolling %s: %w", cust, err)
+		}
+		return nil
+	})
+}
+
+// each runs do for every customer at once and fails the test with the
+// errors.
+func (e *env) each(customers []string, do func(customer string) error) {
+	e.t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(customers))
 	for _, cust := range customers {
 		wg.Go(func() {
-			for i := range n {
-				pts := int64(90)
-				if i%10 == 9 {
-					pts = -400
-				}
-				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%d", cust, i), Activity: "purchase", Points: pts}
-				if _, err := e.rc.ApplyPoints(ctx, cust, ev); err != nil {
-					errs <- fmt.Errorf("%s event %d: %w", cust, i, err)
-					return
-				}
-				if progress != nil {
-					progress(i)
-				}
-			}
-			if err := e.rc.Unenroll(ctx, cust); err != nil {
-				errs <- fmt.Errorf("unenrolling %s: %w", cust, err)
+			if err := do(cust); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -342,6 +373,61 @@ func TestFeedNATSOutage(t *testing.T) {
 	}
 	for _, cust := range custs {
 		recordIfAsked(t, e.tc, cust, "feed-outage-"+cust[len(cust)-1:])
+	}
+}
+
+// A worker with the feed on started while NATS is down (nothing listens at
+// its -nats-url) polls its task queue at once and applies events, the
+// balances right, its changes waiting in the entities' outboxes (and carried
+// through ContinueAsNew); once a NATS server comes up at that URL, the feed
+// connects, creates its stream and publishes them: the stream holds each
+// change once, in order.
+func TestFeedWorkerStartsWhileNATSIsDown(t *testing.T) {
+	e := newEnv(t, 10)
+	addr := e.nats.Addr
+	e.nats.Stop()
+	e.startWorker()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	custs := customers("feed-down", 3)
+	const events = 30
+	started := time.Now()
+	// Generous, but not the test's whole budget: a worker that waits for
+	// NATS before it polls never applies them.
+	actx, cancelApply := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancelApply()
+	e.apply(actx, custs, events, nil)
+	var want int64
+	for i := range events {
+		want += eventPoints(i)
+	}
+	for _, cust := range custs {
+		st, err := e.rc.Status(ctx, cust)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Points != want {
+			t.Errorf("%s: %d points with NATS down, want %d", cust, st.Points, want)
+		}
+	}
+	t.Logf("%d events of %d customers applied in %v with NATS down", events*len(custs), len(custs), time.Since(started))
+	e.startNATS(addr)
+	e.unenroll(ctx, custs)
+	e.waitClosed(ctx, custs)
+	n := check(t, e.readStream(ctx), custs)
+	carried := 0
+	for _, cust := range custs {
+		chain, err := histories.Chain(ctx, e.tc, rewards.RewardsWorkflowID(cust))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range chain {
+			carried += len(carriedOutbox(t, r))
+		}
+	}
+	t.Logf("%d changes of %d entities published once NATS was up; %d changes carried unpublished through ContinueAsNew", n, len(custs), carried)
+	if carried == 0 {
+		t.Fatal("no ContinueAsNew carried an outbox: the changes did not wait for NATS")
 	}
 }
 
