@@ -46,15 +46,26 @@ type env struct {
 	bin     string
 	rc      *rewardsclient.Client
 	db      string
+	// readerOpts are the options of the test's own connection that reads
+	// the stream back (TLS and a credential on a secured bus).
+	readerOpts []nats.Option
 }
 
+// newEnv starts a NATS server, a dev server and builds the worker program.
 func newEnv(t *testing.T, eventsPerRun int) *env {
+	t.Helper()
+	e := newEnvWithoutNATS(t, eventsPerRun)
+	e.startNATS("")
+	return e
+}
+
+// newEnvWithoutNATS is newEnv for a test that starts its own NATS servers.
+func newEnvWithoutNATS(t *testing.T, eventsPerRun int) *env {
 	t.Helper()
 	testenv.Short(t, "a NATS server and a Temporal dev server")
 	_, err := natsserver.Binary()
 	testenv.Require(t, "nats-server", err)
 	e := &env{t: t, natsDir: t.TempDir()}
-	e.startNATS("")
 	srv := devserver.ForTest(t, devserver.Options{})
 	e.srv, e.tc = srv, srv.Client()
 	e.bin = testenv.BuildProgram(t, testenv.WorkerPackage)
@@ -74,11 +85,14 @@ func (e *env) startNATS(addr string) {
 	e.t.Cleanup(s.Stop)
 }
 
-// startWorker starts the worker program with the feed on (all).
-func (e *env) startWorker() *exec.Cmd {
+// startWorker starts the worker program with the feed on (all) and the
+// NATS server's URL, args (more flags) and environ (KEY=value) besides.
+func (e *env) startWorker(args []string, environ ...string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "-address", e.srv.FrontendHostPort(), "-database-url", e.db, "-metrics-addr", "off",
-		"-log-level", "error", "-task-queues", rewards.RewardsTaskQueue, "-change-feed", "all", "-nats-url", e.nats.URL)
+	args = append([]string{"-address", e.srv.FrontendHostPort(), "-database-url", e.db, "-metrics-addr", "off",
+		"-log-level", "error", "-task-queues", rewards.RewardsTaskQueue, "-change-feed", "all", "-nats-url", e.nats.URL}, args...)
+	cmd := exec.Command(e.bin, args...)
+	cmd.Env = append(os.Environ(), environ...)
 	cmd.Stdout, cmd.Stderr = e.t.Output(), e.t.Output()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -98,18 +112,19 @@ func (e *env) startWorker() *exec.Cmd {
 // once by the entity's dedup window.
 func (e *env) drive(ctx context.Context, customers []string, n int, progress func(i int)) {
 	e.t.Helper()
-	e.apply(ctx, customers, n, progress)
-	e.unenroll(ctx, customers)
+	e.apply(ctx, e.rc, customers, n, progress)
+	e.unenroll(ctx, e.rc, customers)
 }
 
-// apply sends each customer, concurrently, n events one after another
-// (90 points each, every tenth redeeming 400), calling progress after each.
-func (e *env) apply(ctx context.Context, customers []string, n int, progress func(i int)) {
+// apply sends each of rc's customers, concurrently, n events one after
+// another (90 points each, every tenth redeeming 400), calling progress
+// after each.
+func (e *env) apply(ctx context.Context, rc *rewardsclient.Client, customers []string, n int, progress func(i int)) {
 	e.t.Helper()
 	e.each(customers, func(cust string) error {
 		for i := range n {
 			ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%d", cust, i), Activity: "purchase", Points: eventPoints(i)}
-			if _, err := e.rc.ApplyPoints(ctx, cust, ev); err != nil {
+			if _, err := rc.ApplyPoints(ctx, cust, ev); err != nil {
 				return fmt.Errorf("%s event %d: %w", cust, i, err)
 			}
 			if progress != nil {
@@ -128,11 +143,11 @@ func eventPoints(i int) int64 {
 	return 90
 }
 
-// unenroll unenrolls each customer.
-func (e *env) unenroll(ctx context.Context, customers []string) {
+// unenroll unenrolls each of rc's customers.
+func (e *env) unenroll(ctx context.Context, rc *rewardsclient.Client, customers []string) {
 	e.t.Helper()
 	e.each(customers, func(cust string) error {
-		if err := e.rc.Unenroll(ctx, cust); err != nil {
+		if err := rc.Unenroll(ctx, cust); err != nil {
 			return fmt.Errorf("unenrolling %s: %w", cust, err)
 		}
 		return nil
@@ -159,17 +174,26 @@ func (e *env) each(customers []string, do func(customer string) error) {
 	}
 }
 
-// waitClosed waits until every customer's entity has completed (its
+// waitClosed waits until the entity of every workflow ID has completed (its
 // unenrolled change published).
-func (e *env) waitClosed(ctx context.Context, customers []string) {
+func (e *env) waitClosed(ctx context.Context, workflowIDs []string) {
 	e.t.Helper()
-	for _, cust := range customers {
-		run := e.tc.GetWorkflow(ctx, rewards.RewardsWorkflowID(cust), "")
+	for _, id := range workflowIDs {
+		run := e.tc.GetWorkflow(ctx, id, "")
 		var st rewards.Status
 		if err := run.Get(ctx, &st); err != nil {
-			e.t.Fatalf("entity of %s: %v", cust, err)
+			e.t.Fatalf("entity %s: %v", id, err)
 		}
 	}
+}
+
+// workflowIDs are the workflow IDs of the default tenant's customers.
+func workflowIDs(customers []string) []string {
+	var out []string
+	for _, c := range customers {
+		out = append(out, rewards.RewardsWorkflowID(c))
+	}
+	return out
 }
 
 // message is one message read back from the stream.
@@ -179,18 +203,25 @@ type message struct {
 	raw    []byte
 }
 
-// readStream reads every message of the feed's stream.
-func (e *env) readStream(ctx context.Context) []message {
+// reader connects to the NATS server with readerOpts until the test ends.
+func (e *env) reader() jetstream.JetStream {
 	e.t.Helper()
-	nc, err := nats.Connect(e.nats.URL)
+	nc, err := nats.Connect(e.nats.URL, e.readerOpts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer nc.Close()
+	e.t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return js
+}
+
+// readStream reads every message of the feed's stream.
+func (e *env) readStream(ctx context.Context) []message {
+	e.t.Helper()
+	js := e.reader()
 	s, err := js.Stream(ctx, changefeed.DefaultStream)
 	if err != nil {
 		e.t.Fatal(err)
@@ -224,9 +255,9 @@ func (e *env) readStream(ctx context.Context) []message {
 
 // check verifies the stream: every payload valid, each entity's changes
 // seq 1..n in order without gap or duplicate, Nats-Msg-Id {workflow}:{entity run}:{seq},
-// enrolled first and unenrolled last, the balances adding up, and returns
-// the number of changes.
-func check(t *testing.T, msgs []message, customers []string) int {
+// enrolled first and unenrolled last (for each of workflowIDs), the
+// balances adding up, and returns the number of changes.
+func check(t *testing.T, msgs []message, workflowIDs []string) int {
 	t.Helper()
 	sch := compileSchema(t)
 	next := map[string]int64{}
@@ -258,8 +289,7 @@ func check(t *testing.T, msgs []message, customers []string) int {
 		}
 		next[c.WorkflowID], last[c.WorkflowID] = c.Seq, c
 	}
-	for _, cust := range customers {
-		id := rewards.RewardsWorkflowID(cust)
+	for _, id := range workflowIDs {
 		if last[id].Kind != rewards.ChangeUnenrolled {
 			t.Errorf("%s: last change %+v, want unenrolled", id, last[id])
 		}
@@ -284,13 +314,13 @@ func customers(prefix string, n int) []string {
 // events a run, tier changes up and down, then unenrollment.
 func TestFeedThroughContinueAsNew(t *testing.T) {
 	e := newEnv(t, 15)
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	custs := customers("feed-can", 4)
 	e.drive(ctx, custs, 60, nil)
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	st := runs(t, ctx, e.tc, custs[0])
 	t.Logf("%d changes of %d entities, %d runs each", n, len(custs), st)
 	if st < 4 {
@@ -304,7 +334,7 @@ func TestFeedThroughContinueAsNew(t *testing.T) {
 // and the stream still holds each change once, in order.
 func TestFeedWorkerSIGKILLed(t *testing.T) {
 	e := newEnv(t, 20)
-	first := e.startWorker()
+	first := e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	custs := customers("feed-kill", 4)
@@ -313,7 +343,7 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 	go func() {
 		<-killed
 		time.Sleep(time.Second)
-		e.startWorker()
+		e.startWorker(nil)
 	}()
 	e.drive(ctx, custs, 60, func(i int) {
 		if i == 25 {
@@ -325,8 +355,8 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 			})
 		}
 	})
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	t.Logf("%d changes of %d entities after a worker SIGKILL", n, len(custs))
 }
 
@@ -335,7 +365,7 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 // outbox meanwhile, and nothing is lost, duplicated or reordered.
 func TestFeedNATSOutage(t *testing.T) {
 	e := newEnv(t, 10)
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	custs := customers("feed-outage", 3)
@@ -354,8 +384,8 @@ func TestFeedNATSOutage(t *testing.T) {
 			})
 		}
 	})
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	carried := 0
 	for _, cust := range custs {
 		chain, err := histories.Chain(ctx, e.tc, rewards.RewardsWorkflowID(cust))
@@ -386,7 +416,7 @@ func TestFeedWorkerStartsWhileNATSIsDown(t *testing.T) {
 	e := newEnv(t, 10)
 	addr := e.nats.Addr
 	e.nats.Stop()
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	custs := customers("feed-down", 3)
@@ -396,7 +426,7 @@ func TestFeedWorkerStartsWhileNATSIsDown(t *testing.T) {
 	// NATS before it polls never applies them.
 	actx, cancelApply := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancelApply()
-	e.apply(actx, custs, events, nil)
+	e.apply(actx, e.rc, custs, events, nil)
 	var want int64
 	for i := range events {
 		want += eventPoints(i)
@@ -412,9 +442,9 @@ func TestFeedWorkerStartsWhileNATSIsDown(t *testing.T) {
 	}
 	t.Logf("%d events of %d customers applied in %v with NATS down", events*len(custs), len(custs), time.Since(started))
 	e.startNATS(addr)
-	e.unenroll(ctx, custs)
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.unenroll(ctx, e.rc, custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	carried := 0
 	for _, cust := range custs {
 		chain, err := histories.Chain(ctx, e.tc, rewards.RewardsWorkflowID(cust))
