@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, out io.Writer) er
 	}
 	c, err := client.NewLazyClient(opts)
 	if err != nil {
-		return fmt.Errorf("Temporal client for %s: %w", opts.HostPort, err)
+		return fmt.Errorf("client of Temporal at %s: %w", opts.HostPort, err)
 	}
 	defer c.Close()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
