@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, out io.Writer) er
 
 	octx, cancelOpen := context.WithCancel(ctx)
 	defer cancelOpen()
+	go warnTemporalUnreachable(octx, c, opts.HostPort, logger)
 	opened := make(chan openResult, 1)
 	go func() {
 		b := backends{temporal: c, dataConverter: opts.DataConverter, codec: codec, codecOrigins: origins}
@@ -103,12 +104,13 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, out io.Writer) er
 			}
 			return deps.err
 		}
-		gate.open(deps.handler)
+		// The start lines first: whoever sees every route served has them.
 		fmt.Fprintf(out, "serving the HTTP API on %s://%s (idempotency store %s)\n", scheme, ln.Addr(), storeKind(cfg.KeyStore))
 		fmt.Fprintln(out, cfg.Auth.Describe(httpapi.LoopbackOnly(ln.Addr())))
 		if codec != nil {
 			fmt.Fprintf(out, "payload codec endpoint for the Temporal Web UI and CLI: %s://%s%s (encrypting with key %s)\n", scheme, ln.Addr(), payloadcodec.PathPrefix, codec.CurrentKeyID())
 		}
+		gate.open(deps.handler)
 		select {
 		case err := <-served:
 			deps.close()
@@ -118,6 +120,16 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, out io.Writer) er
 	}
 	defer deps.close()
 	return shutdown(srv, served, cfg.drain(), logger)
+}
+
+// warnTemporalUnreachable logs a warning when Temporal does not answer at
+// start: the API serves meanwhile, and what needs Temporal answers 503.
+func warnTemporalUnreachable(ctx context.Context, c client.Client, address string, logger *slog.Logger) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.CheckHealth(hctx, nil); err != nil && ctx.Err() == nil {
+		logger.Warn("Temporal not reachable yet; what needs it answers 503 until it is", "address", address, "error", err)
+	}
 }
 
 // openResult is what openBackends opened: the API's handler, and close,
