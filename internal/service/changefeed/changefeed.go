@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -104,6 +105,22 @@ type Publisher struct {
 	JS     jetstream.JetStream
 	Stream string
 	Prefix string
+	// handle is the stream's, looked up by the first read and kept (a read
+	// then costs one request), dropped when a read fails.
+	handle atomic.Pointer[jetstream.Stream]
+}
+
+// stream returns the stream's handle, looking it up the first time.
+func (p *Publisher) stream(ctx context.Context) (jetstream.Stream, error) {
+	if h := p.handle.Load(); h != nil {
+		return *h, nil
+	}
+	s, err := p.JS.Stream(ctx, p.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", p.Stream, err)
+	}
+	p.handle.Store(&s)
+	return s, nil
 }
 
 // Publish sends each change in order and waits for its acknowledgement
@@ -169,13 +186,14 @@ func (p *Publisher) stored(ctx context.Context, changes []rewardswf.Change) (int
 	first := changes[0]
 	gctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	stream, err := p.JS.Stream(gctx, p.Stream)
+	stream, err := p.stream(gctx)
 	if err != nil {
-		return 0, fmt.Errorf("looking up stream %s: %w", p.Stream, err)
+		return 0, err
 	}
 	subject := Subject(p.Prefix, first.TenantID, first.CustomerID)
 	last, err := lastChange(gctx, stream, subject)
 	if err != nil {
+		p.handle.Store(nil) // perhaps a stream deleted, or its settings changed
 		return 0, err
 	}
 	var done int64
@@ -189,6 +207,7 @@ func (p *Publisher) stored(ctx context.Context, changes []rewardswf.Change) (int
 	if legacy := legacySubject(p.Prefix, first.TenantID, first.CustomerID); legacy != subject {
 		old, err := lastChange(gctx, stream, legacy)
 		if err != nil {
+			p.handle.Store(nil)
 			return 0, err
 		}
 		if old != nil && sameEntity(*old, first) {

@@ -19,13 +19,13 @@ import (
 
 // jetStream connects to a NATS server of the test's own and returns its
 // JetStream context and a context that ends with the test (30 s at most).
-func jetStream(t *testing.T) (context.Context, jetstream.JetStream) {
+func jetStream(t testing.TB) (context.Context, jetstream.JetStream) {
 	t.Helper()
 	return connect(t, natsserver.ForTest(t).URL)
 }
 
 // connect connects to the NATS server at url until the test ends.
-func connect(t *testing.T, url string) (context.Context, jetstream.JetStream) {
+func connect(t testing.TB, url string) (context.Context, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
