@@ -48,9 +48,11 @@
 // off) the rewards entities publish their changes (enrolled, unenrolled,
 // tier_changed; with all, balance_changed besides) to JetStream on
 // {-change-feed-prefix}.{tenant}.{customer} (default changes.rewards, stream
-// -change-feed-stream REWARDS_CHANGES, created at start), exactly once and
+// -change-feed-stream REWARDS_CHANGES, created if missing), exactly once and
 // in order per entity, over the NATS connection settings above
-// (internal/service/changefeed, docs/change-feed.md).
+// (internal/service/changefeed, docs/change-feed.md). The feed connects in
+// the background: the worker polls while NATS is down, the changes waiting
+// in the entities' outboxes until the feed is connected.
 package main
 
 import (
@@ -242,7 +244,7 @@ func addFlags(fs *flag.FlagSet) *flagValues {
 	fs.StringVar(&v.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
 	fs.IntVar(&v.rewardsRelease, "rewards-release", rewards.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", rewards.RewardsRelease))
 	fs.StringVar(&v.changeFeed, "change-feed", string(rewards.FeedOff), "`mode` of the rewards entities' change feed to JetStream (NATS at -nats-url): off, changes (enrolled, unenrolled, tier_changed) or all (balance_changed besides)")
-	fs.StringVar(&v.changeFeedStream, "change-feed-stream", changefeed.DefaultStream, "JetStream `stream` of the change feed, created at start if missing")
+	fs.StringVar(&v.changeFeedStream, "change-feed-stream", changefeed.DefaultStream, "JetStream `stream` of the change feed, created when the feed connects if missing")
 	fs.StringVar(&v.changeFeedPrefix, "change-feed-prefix", changefeed.DefaultPrefix, "subject `prefix` of the change feed: {prefix}.{tenant}.{customer}")
 	fs.StringVar(&v.pollers, "pollers", pollers.Auto, "task pollers of each task queue's worker, for workflow and activity tasks alike: auto for the SDK's poller autoscaling, or a fixed `number` (at least 2) of each")
 	return v

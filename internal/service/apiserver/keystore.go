@@ -17,17 +17,31 @@ import (
 )
 
 // openKeyStore opens the idempotency key store spec names: "memory", a
-// redis:// URL (go-redis then logs through logger), or "sql" for the
-// project's database (with a reaper of expired keys running until ctx ends).
+// redis:// URL (go-redis then logs through logger; Redis need not answer
+// yet), or "sql" for the project's database (with a reaper of expired keys
+// running until ctx ends).
 func openKeyStore(ctx context.Context, spec string, st *store.Store, logger *slog.Logger) (idempotency.KeyStore, func(), error) {
 	switch {
 	case spec == "" || spec == "memory":
 		return memory.NewStore(0), func() {}, nil
 	case strings.HasPrefix(spec, "redis://") || strings.HasPrefix(spec, "rediss://"):
 		redis.SetLogger(redisstore.Logger{Slog: logger})
-		rc, err := redisstore.Open(ctx, spec)
+		opts, err := redis.ParseURL(spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("IDEMPOTENCY_STORE: %w", err)
+		}
+		rc := redis.NewClient(opts)
+		// The client connects on demand: Redis need not answer at start, and
+		// commands answer 503 (idempotency-store-unavailable) while it
+		// does not. A refusal (a wrong password) stops the start.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := rc.Ping(pctx).Err(); err != nil {
+			if !redisstore.IsUnavailable(err) {
+				rc.Close()
+				return nil, nil, fmt.Errorf("IDEMPOTENCY_STORE: Redis at %s: %w", opts.Addr, err)
+			}
+			logger.Warn("Redis not reachable yet; commands answer 503 until it is", "addr", opts.Addr, "error", err)
 		}
 		return redisstore.New(rc, "entityflow:idem:"), func() { rc.Close() }, nil
 	case spec == "sql":

@@ -18,6 +18,10 @@ func TestOpenKeyStore(t *testing.T) {
 		{spec: "memory", wantKind: "memory"},
 		{spec: "etcd://127.0.0.1", wantErr: `IDEMPOTENCY_STORE "etcd://127.0.0.1": want memory, redis://..., or sql`},
 		{spec: "Memory", wantErr: "want memory"},
+		// Redis need not answer at start (nothing listens on port 1):
+		// commands answer 503 until it does.
+		{spec: "redis://127.0.0.1:1/0", wantKind: "redis"},
+		{spec: "redis://127.0.0.1:1/notadb", wantErr: "IDEMPOTENCY_STORE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

@@ -102,16 +102,19 @@ func serveForTest(t *testing.T, srv interface{ FrontendHostPort() string }, dbUR
 	return addr, out
 }
 
-// waitForServe polls until do gets an answer (Run dials Temporal and opens
-// its database before it listens), failing the test when Run gave up.
+// waitForServe polls until do gets an answer but the 503 of a server still
+// opening its dependencies, failing the test when Run gave up.
 func waitForServe(t *testing.T, do func() (*http.Response, error)) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
 		resp, err := do()
-		if err == nil {
+		if err == nil && resp.StatusCode != http.StatusServiceUnavailable {
 			return resp
+		}
+		if err == nil {
+			resp.Body.Close()
 		}
 		select {
 		case <-ctx.Done():

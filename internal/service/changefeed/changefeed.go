@@ -1,8 +1,10 @@
 // Package changefeed publishes the rewards entities' change feed to NATS
-// JetStream: the stream it goes to (created or completed at worker start)
-// and the publisher behind the PublishChanges activity, which sends an
-// entity's changes one by one under the message ID {workflow ID}:{entity run ID}:{seq},
-// each once the one before it is acknowledged (docs/change-feed.md).
+// JetStream: the stream it goes to (created or completed when the worker's
+// feed connects), the subjects (one token per ID), the publisher behind the
+// PublishChanges activity, which sends an entity's changes one by one under
+// the message ID {workflow ID}:{entity run ID}:{seq}, each once the one before
+// it is acknowledged, and the Feed that connects it in the background, so that
+// a worker polls its task queues while NATS is down (docs/change-feed.md).
 package changefeed
 
 import (
@@ -10,15 +12,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/infra/subjecttoken"
 	"github.com/entityflow/entityflow/tenant"
 	rewardswf "github.com/entityflow/entityflow/workflows/rewards"
 )
@@ -66,12 +68,22 @@ func (c Config) prefix() string {
 }
 
 // Subject returns the subject of a change of tenant's customer:
-// {prefix}.{tenant}.{customer}, the default tenant written "default". A
-// customer ID whose dots would leave an empty token (a leading, trailing or
-// doubled dot, which customer IDs may have) is written with every dot as an
-// underscore, for NATS refuses a subject with an empty token; the payload
-// keeps the ID as it is.
+// {prefix}.{tenant}.{customer}, each ID one token (subjecttoken.Encode: a
+// '.' in an ID is written %2E), the default tenant spelled "default". So
+// tenant acme.eu's customer c1 (changes.rewards.acme%2Eeu.c1) and tenant
+// acme's customer eu.c1 (changes.rewards.acme.eu%2Ec1) never share a subject,
+// and changes.rewards.acme.> holds tenant acme's changes only. IDs without a
+// '.' keep the subjects of the releases before the rule.
 func Subject(prefix, tenantID, customer string) string {
+	return prefix + "." + subjecttoken.Encode(tenant.Normalize(tenantID)) + "." + subjecttoken.Encode(customer)
+}
+
+// legacySubject is the subject the releases before subjecttoken gave a
+// change: the IDs as they are (a dotted ID taking several tokens), a customer
+// ID that would leave an empty token with its dots written as underscores.
+// Those subjects may be shared by two customers; the publisher reads them
+// only for its own entity's changes (see Publisher.Publish).
+func legacySubject(prefix, tenantID, customer string) string {
 	if strings.HasPrefix(customer, ".") || strings.HasSuffix(customer, ".") || strings.Contains(customer, "..") {
 		customer = strings.ReplaceAll(customer, ".", "_")
 	}
@@ -93,16 +105,31 @@ type Publisher struct {
 	JS     jetstream.JetStream
 	Stream string
 	Prefix string
+	// handle is the stream's, looked up by the first read and kept (a read
+	// then costs one request), dropped when a read fails.
+	handle atomic.Pointer[jetstream.Stream]
+}
+
+// stream returns the stream's handle, looking it up the first time.
+func (p *Publisher) stream(ctx context.Context) (jetstream.Stream, error) {
+	if h := p.handle.Load(); h != nil {
+		return *h, nil
+	}
+	s, err := p.JS.Stream(ctx, p.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", p.Stream, err)
+	}
+	p.handle.Store(&s)
+	return s, nil
 }
 
 // Publish sends each change in order and waits for its acknowledgement
 // before the next, so the stream never holds a change before one that
 // precedes it. Publishing again (again: an earlier publication of some of
-// the changes failed, or a run before handed them), it first reads the last
-// change the stream holds on the entity's subject and skips the changes up
-// to it, so a change is stored
-// once even when it is published again after the duplicate window (a
-// publication cut off by an outage longer than the window); a change sent
+// the changes failed, or a run before handed them), it first finds how far
+// the stream holds the entity's changes (stored) and skips those, so a change
+// is stored once even when it is published again after the duplicate window
+// (a publication cut off by an outage longer than the window); a change sent
 // twice within the window (two publishers at once: a run's abandoned
 // publication and the next run's) is acknowledged as a duplicate and not
 // stored again.
@@ -110,16 +137,15 @@ func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change, aga
 	if len(changes) == 0 {
 		return nil
 	}
-	var stored int64
+	var done int64
 	if again {
 		var err error
-		subject := Subject(p.Prefix, changes[0].TenantID, changes[0].CustomerID)
-		if stored, err = p.lastStored(ctx, subject, changes[0]); err != nil {
+		if done, err = p.stored(ctx, changes); err != nil {
 			return err
 		}
 	}
 	for _, c := range changes {
-		if c.Seq <= stored {
+		if c.Seq <= done {
 			continue
 		}
 		data, err := json.Marshal(c)
@@ -138,29 +164,80 @@ func (p *Publisher) Publish(ctx context.Context, changes []rewardswf.Change, aga
 	return nil
 }
 
-// lastStored returns the seq of the last change of like's entity (the same
-// workflow ID and entity run) that the stream holds on subject, 0 if the
-// last message there is none of its (none at all, or another entity's: a
-// customer enrolled again, or one whose subject another's ID shares).
-func (p *Publisher) lastStored(ctx context.Context, subject string, like rewardswf.Change) (int64, error) {
+// stored returns the seq up to which the stream holds the changes of the
+// entity whose changes (in seq order) are published again, read from the
+// last message on the entity's subject, which is the workflow ID's alone:
+//
+//   - one of the entity's own (same workflow ID and entity run): its seq;
+//   - one of a later entity of the workflow ID (the customer unenrolled and
+//     enrolled again; its changes happened after this entity's): all of
+//     them, for this entity has ended, and an entity ends only once the
+//     stream holds each of its changes, so this publication (an attempt that
+//     outlived its entity) brings nothing new;
+//   - one of an earlier entity of the workflow ID, none, or anything else:
+//     none, for an earlier entity's changes all precede this one's.
+//
+// "Later" and "earlier" compare the changes' At, the workflow time they
+// happened: a re-enrolled customer's new entity starts after the old one
+// ended. A dotted ID also had the subject of the releases before
+// subjecttoken (legacySubject), where the entity's first changes may be;
+// the last message there counts when it is the entity's own.
+func (p *Publisher) stored(ctx context.Context, changes []rewardswf.Change) (int64, error) {
+	first := changes[0]
 	gctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	stream, err := p.JS.Stream(gctx, p.Stream)
+	stream, err := p.stream(gctx)
 	if err != nil {
-		return 0, fmt.Errorf("looking up stream %s: %w", p.Stream, err)
+		return 0, err
 	}
-	msg, err := stream.GetLastMsgForSubject(gctx, subject)
+	subject := Subject(p.Prefix, first.TenantID, first.CustomerID)
+	last, err := lastChange(gctx, stream, subject)
+	if err != nil {
+		p.handle.Store(nil) // perhaps a stream deleted, or its settings changed
+		return 0, err
+	}
+	var done int64
+	switch {
+	case last == nil:
+	case sameEntity(*last, first):
+		done = last.Seq
+	case last.WorkflowID == first.WorkflowID && last.At.After(first.At):
+		return changes[len(changes)-1].Seq, nil
+	}
+	if legacy := legacySubject(p.Prefix, first.TenantID, first.CustomerID); legacy != subject {
+		old, err := lastChange(gctx, stream, legacy)
+		if err != nil {
+			p.handle.Store(nil)
+			return 0, err
+		}
+		if old != nil && sameEntity(*old, first) {
+			done = max(done, old.Seq)
+		}
+	}
+	return done, nil
+}
+
+// lastChange returns the last message stream holds on subject, nil when
+// there is none or it is no change.
+func lastChange(ctx context.Context, stream jetstream.Stream, subject string) (*rewardswf.Change, error) {
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the last change on %s: %w", subject, err)
+		return nil, fmt.Errorf("reading the last change on %s: %w", subject, err)
 	}
-	var last rewardswf.Change
-	if err := json.Unmarshal(msg.Data, &last); err != nil || last.WorkflowID != like.WorkflowID || last.EntityRunID != like.EntityRunID {
-		return 0, nil
+	var c rewardswf.Change
+	if err := json.Unmarshal(msg.Data, &c); err != nil {
+		return nil, nil
 	}
-	return last.Seq, nil
+	return &c, nil
+}
+
+// sameEntity reports whether two changes are of one entity: the same
+// workflow ID and entity run.
+func sameEntity(a, b rewardswf.Change) bool {
+	return a.WorkflowID == b.WorkflowID && a.EntityRunID == b.EntityRunID
 }
 
 // EnsureStream creates the feed's stream if it is missing (file storage,
@@ -198,32 +275,4 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error
 		return fmt.Errorf("change feed: updating stream %s (%s, duplicate window %v): %w", cfg.stream(), subject, DuplicateWindow, err)
 	}
 	return nil
-}
-
-// Open connects to NATS at url with sec (waiting until a server answers),
-// makes sure the feed's stream is there and returns its publisher; close
-// ends the connection.
-func Open(ctx context.Context, url string, sec ingress.Security, cfg Config, logger *slog.Logger) (p *Publisher, closeConn func(), err error) {
-	// No reconnect buffer: while the connection is down a publication fails
-	// at once (and the activity is retried) instead of waiting in the
-	// client to go out after the outage, perhaps after the duplicate
-	// window, when another worker has published it and later ones.
-	nc, err := ingress.Connect(ctx, url, "entityflow worker change feed", sec, logger, nats.ReconnectBufSize(-1))
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("JetStream on %s: %w", nc.ConnectedUrlRedacted(), err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := EnsureStream(sctx, js, cfg); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	logger.Info("change feed on", "mode", cfg.Mode, "stream", cfg.stream(), "subjects", cfg.prefix()+".{tenant}.{customer}",
-		"nats", nc.ConnectedUrlRedacted(), "nats_security", sec.String())
-	return &Publisher{JS: js, Stream: cfg.stream(), Prefix: cfg.prefix()}, nc.Close, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/infra/subjecttoken"
 	"github.com/entityflow/entityflow/internal/service/changefeed"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/internal/testkit/schematest"
@@ -100,18 +102,54 @@ func TestSubject(t *testing.T) {
 	for _, tc := range []struct {
 		tenant, customer, want string
 	}{
-		{"", "c.1", "changes.rewards.default.c.1"},
+		// IDs without a dot keep the subjects of the releases before.
+		{"", "c-1", "changes.rewards.default.c-1"},
 		{"default", "c-1", "changes.rewards.default.c-1"},
-		{"t-1", "c-1", "changes.rewards.t-1.c-1"},
-		// A customer ID that would leave an empty token has its dots written
-		// as underscores: NATS refuses a subject with an empty token.
-		{"", "a.", "changes.rewards.default.a_"},
-		{"", ".a", "changes.rewards.default._a"},
-		{"t-1", "a..b", "changes.rewards.t-1.a__b"},
-		{"", "a.b.c", "changes.rewards.default.a.b.c"},
+		{"t-1", "user:42@shop_1", "changes.rewards.t-1.user:42@shop_1"},
+		// Each ID is one token: its dots are written %2E.
+		{"", "c.1", "changes.rewards.default.c%2E1"},
+		{"acme.eu", "c1", "changes.rewards.acme%2Eeu.c1"},
+		{"acme", "eu.c1", "changes.rewards.acme.eu%2Ec1"},
+		{"", "a.", "changes.rewards.default.a%2E"},
+		{"", ".a", "changes.rewards.default.%2Ea"},
+		{"t-1", "a..b", "changes.rewards.t-1.a%2E%2Eb"},
 	} {
 		if got := changefeed.Subject("changes.rewards", tc.tenant, tc.customer); got != tc.want {
 			t.Errorf("Subject(%q, %q) = %q, want %q", tc.tenant, tc.customer, got, tc.want)
+		}
+	}
+}
+
+// Pairs of tenant and customer that shared a subject before each ID became
+// one token (a dotted tenant against a dotted customer; a customer ID whose
+// dots were written as underscores against one with underscores) get
+// subjects of their own, of exactly four tokens, whose tokens give the IDs
+// back.
+func TestSubjectKeepsIDsApart(t *testing.T) {
+	type id struct{ tenant, customer string }
+	for _, pair := range [][2]id{
+		{{"acme.eu", "c1"}, {"acme", "eu.c1"}},
+		{{"a.b", "c.d"}, {"a", "b.c.d"}},
+		{{"t-1", "a."}, {"t-1", "a_"}},
+		{{"t-1", "a..b"}, {"t-1", "a__b"}},
+	} {
+		seen := map[string]id{}
+		for _, x := range pair {
+			s := changefeed.Subject(changefeed.DefaultPrefix, x.tenant, x.customer)
+			if other, ok := seen[s]; ok {
+				t.Errorf("%+v and %+v share %s", x, other, s)
+			}
+			seen[s] = x
+			tokens := strings.Split(s, ".")
+			if len(tokens) != 4 {
+				t.Errorf("%+v: subject %s has %d tokens, want 4", x, s, len(tokens))
+				continue
+			}
+			tenantID, err1 := subjecttoken.Decode(tokens[2])
+			customer, err2 := subjecttoken.Decode(tokens[3])
+			if err1 != nil || err2 != nil || tenantID != x.tenant || customer != x.customer {
+				t.Errorf("%+v: subject %s decodes to %q, %q (%v, %v)", x, s, tenantID, customer, err1, err2)
+			}
 		}
 	}
 }
@@ -172,7 +210,7 @@ func TestPublishStoresEachChangeOnceInOrder(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &c); err != nil {
 			t.Fatal(err)
 		}
-		if c.Seq != int64(seq) || m.Header.Get(jetstream.MsgIDHeader) != c.MsgID() || m.Subject != "changes.rewards.default.c.1" {
+		if c.Seq != int64(seq) || m.Header.Get(jetstream.MsgIDHeader) != c.MsgID() || m.Subject != "changes.rewards.default.c%2E1" {
 			t.Fatalf("message %d: %s %v %s", seq, m.Subject, m.Header, m.Data)
 		}
 		if err := validate(sch, m.Data); err != nil {

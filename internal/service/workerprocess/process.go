@@ -24,10 +24,12 @@ import (
 )
 
 // Run runs the worker process until ctx ends: it serves the metrics, dials
-// Temporal, opens the database (applying its migrations), starts the worker
-// of each task queue and, when enabled, the ingress. On shutdown the ingress
-// stops first, then the workers stop polling and give in-flight tasks
-// StopTimeout.
+// Temporal, opens the database (applying its migrations), starts the change
+// feed's connection in the background (when on), the worker of each task
+// queue and, when enabled, the ingress, which waits for NATS without holding
+// the workers back. On shutdown the ingress stops first, then the workers
+// stop polling and give in-flight tasks StopTimeout, then the feed's
+// connection closes.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// Process-wide in the SDK, so set once, before any worker starts.
 	worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
@@ -120,18 +122,21 @@ func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.St
 	return stop, nil
 }
 
-// openFeed connects the change feed's publisher when the feed is on and the
-// process polls the rewards task queue (waiting until NATS answers), having
-// made sure its stream is there; close ends its connection.
-func openFeed(ctx context.Context, cfg Config, logger *slog.Logger) (feed rewardsworker.Feed, closeConn func(), err error) {
+// openFeed starts the change feed when it is on and the process polls the
+// rewards task queue: its publisher connects to NATS and ensures the stream in
+// the background (changefeed.Start), so that the workers start at once and
+// poll while NATS is down, their publications waiting in the entities'
+// outboxes. It outlives ctx: close, deferred before the workers stop, ends it
+// once they have, so that in-flight publications can finish.
+func openFeed(ctx context.Context, cfg Config, logger *slog.Logger) (feed rewardsworker.Feed, closeFeed func(), err error) {
 	if !cfg.ChangeFeed.On() || !slices.Contains(cfg.TaskQueues, rewards.RewardsTaskQueue) {
 		return rewardsworker.Feed{Mode: rewards.FeedOff}, func() {}, nil
 	}
-	p, closeConn, err := changefeed.Open(ctx, cfg.Ingest.NATSURL, cfg.Ingest.NATS, cfg.ChangeFeed, logger)
+	f, err := changefeed.Start(context.WithoutCancel(ctx), cfg.Ingest.NATSURL, cfg.Ingest.NATS, cfg.ChangeFeed, logger)
 	if err != nil {
 		return rewardsworker.Feed{}, nil, fmt.Errorf("change feed: %w", err)
 	}
-	return rewardsworker.Feed{Mode: cfg.ChangeFeed.Mode, Publisher: p}, closeConn, nil
+	return rewardsworker.Feed{Mode: cfg.ChangeFeed.Mode, Publisher: f}, f.Close, nil
 }
 
 // queuesText names the task queues in the start message.

@@ -37,6 +37,12 @@ type Options struct {
 	StoreDir string
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
+	// Config is a configuration file (nats-server -c), such as a secured
+	// bus's; the address and store above override its own.
+	Config string
+	// Env is added to the server's environment (KEY=value), where a
+	// configuration file reads its secrets.
+	Env []string
 }
 
 // Args returns the arguments of a server with JetStream listening on addr
@@ -78,7 +84,13 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Config != "" {
+		args = append([]string{"-c", opts.Config}, args...)
+	}
 	cmd := exec.Command(bin, args...)
+	if len(opts.Env) > 0 {
+		cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	out := opts.Log
 	if out == nil {
 		out = io.Discard

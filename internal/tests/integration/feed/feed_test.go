@@ -46,15 +46,26 @@ type env struct {
 	bin     string
 	rc      *rewardsclient.Client
 	db      string
+	// readerOpts are the options of the test's own connection that reads
+	// the stream back (TLS and a credential on a secured bus).
+	readerOpts []nats.Option
 }
 
+// newEnv starts a NATS server, a dev server and builds the worker program.
 func newEnv(t *testing.T, eventsPerRun int) *env {
+	t.Helper()
+	e := newEnvWithoutNATS(t, eventsPerRun)
+	e.startNATS("")
+	return e
+}
+
+// newEnvWithoutNATS is newEnv for a test that starts its own NATS servers.
+func newEnvWithoutNATS(t *testing.T, eventsPerRun int) *env {
 	t.Helper()
 	testenv.Short(t, "a NATS server and a Temporal dev server")
 	_, err := natsserver.Binary()
 	testenv.Require(t, "nats-server", err)
 	e := &env{t: t, natsDir: t.TempDir()}
-	e.startNATS("")
 	srv := devserver.ForTest(t, devserver.Options{})
 	e.srv, e.tc = srv, srv.Client()
 	e.bin = testenv.BuildProgram(t, testenv.WorkerPackage)
@@ -74,11 +85,14 @@ func (e *env) startNATS(addr string) {
 	e.t.Cleanup(s.Stop)
 }
 
-// startWorker starts the worker program with the feed on (all).
-func (e *env) startWorker() *exec.Cmd {
+// startWorker starts the worker program with the feed on (all) and the
+// NATS server's URL, args (more flags) and environ (KEY=value) besides.
+func (e *env) startWorker(args []string, environ ...string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "-address", e.srv.FrontendHostPort(), "-database-url", e.db, "-metrics-addr", "off",
-		"-log-level", "error", "-task-queues", rewards.RewardsTaskQueue, "-change-feed", "all", "-nats-url", e.nats.URL)
+	args = append([]string{"-address", e.srv.FrontendHostPort(), "-database-url", e.db, "-metrics-addr", "off",
+		"-log-level", "error", "-task-queues", rewards.RewardsTaskQueue, "-change-feed", "all", "-nats-url", e.nats.URL}, args...)
+	cmd := exec.Command(e.bin, args...)
+	cmd.Env = append(os.Environ(), environ...)
 	cmd.Stdout, cmd.Stderr = e.t.Output(), e.t.Output()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -98,26 +112,58 @@ func (e *env) startWorker() *exec.Cmd {
 // once by the entity's dedup window.
 func (e *env) drive(ctx context.Context, customers []string, n int, progress func(i int)) {
 	e.t.Helper()
+	e.apply(ctx, e.rc, customers, n, progress)
+	e.unenroll(ctx, e.rc, customers)
+}
+
+// apply sends each of rc's customers, concurrently, n events one after
+// another (90 points each, every tenth redeeming 400), calling progress
+// after each.
+func (e *env) apply(ctx context.Context, rc *rewardsclient.Client, customers []string, n int, progress func(i int)) {
+	e.t.Helper()
+	e.each(customers, func(cust string) error {
+		for i := range n {
+			ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%d", cust, i), Activity: "purchase", Points: eventPoints(i)}
+			if _, err := rc.ApplyPoints(ctx, cust, ev); err != nil {
+				return fmt.Errorf("%s event %d: %w", cust, i, err)
+			}
+			if progress != nil {
+				progress(i)
+			}
+		}
+		return nil
+	})
+}
+
+// eventPoints are the points of apply's i-th event.
+func eventPoints(i int) int64 {
+	if i%10 == 9 {
+		return -400
+	}
+	return 90
+}
+
+// unenroll unenrolls each of rc's customers.
+func (e *env) unenroll(ctx context.Context, rc *rewardsclient.Client, customers []string) {
+	e.t.Helper()
+	e.each(customers, func(cust string) error {
+		if err := rc.Unenroll(ctx, cust); err != nil {
+			return fmt.Errorf("unenrolling %s: %w", cust, err)
+		}
+		return nil
+	})
+}
+
+// each runs do for every customer at once and fails the test with the
+// errors.
+func (e *env) each(customers []string, do func(customer string) error) {
+	e.t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(customers))
 	for _, cust := range customers {
 		wg.Go(func() {
-			for i := range n {
-				pts := int64(90)
-				if i%10 == 9 {
-					pts = -400
-				}
-				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("%s-%d", cust, i), Activity: "purchase", Points: pts}
-				if _, err := e.rc.ApplyPoints(ctx, cust, ev); err != nil {
-					errs <- fmt.Errorf("%s event %d: %w", cust, i, err)
-					return
-				}
-				if progress != nil {
-					progress(i)
-				}
-			}
-			if err := e.rc.Unenroll(ctx, cust); err != nil {
-				errs <- fmt.Errorf("unenrolling %s: %w", cust, err)
+			if err := do(cust); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -128,17 +174,26 @@ func (e *env) drive(ctx context.Context, customers []string, n int, progress fun
 	}
 }
 
-// waitClosed waits until every customer's entity has completed (its
+// waitClosed waits until the entity of every workflow ID has completed (its
 // unenrolled change published).
-func (e *env) waitClosed(ctx context.Context, customers []string) {
+func (e *env) waitClosed(ctx context.Context, workflowIDs []string) {
 	e.t.Helper()
-	for _, cust := range customers {
-		run := e.tc.GetWorkflow(ctx, rewards.RewardsWorkflowID(cust), "")
+	for _, id := range workflowIDs {
+		run := e.tc.GetWorkflow(ctx, id, "")
 		var st rewards.Status
 		if err := run.Get(ctx, &st); err != nil {
-			e.t.Fatalf("entity of %s: %v", cust, err)
+			e.t.Fatalf("entity %s: %v", id, err)
 		}
 	}
+}
+
+// workflowIDs are the workflow IDs of the default tenant's customers.
+func workflowIDs(customers []string) []string {
+	var out []string
+	for _, c := range customers {
+		out = append(out, rewards.RewardsWorkflowID(c))
+	}
+	return out
 }
 
 // message is one message read back from the stream.
@@ -148,25 +203,38 @@ type message struct {
 	raw    []byte
 }
 
-// readStream reads every message of the feed's stream.
-func (e *env) readStream(ctx context.Context) []message {
+// reader connects to the NATS server with readerOpts until the test ends.
+func (e *env) reader() jetstream.JetStream {
 	e.t.Helper()
-	return readStream(e.t, ctx, e.nats.URL, changefeed.DuplicateWindow)
+	return connectReader(e.t, e.nats.URL, e.readerOpts...)
 }
 
-// readStream reads every message of the feed's stream on the NATS server
-// at url, whose duplicate window must be window.
-func readStream(t *testing.T, ctx context.Context, url string, window time.Duration) []message {
+// connectReader connects to the NATS server at url with opts until the
+// test ends.
+func connectReader(t *testing.T, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// readStream reads every message of the feed's stream.
+func (e *env) readStream(ctx context.Context) []message {
+	e.t.Helper()
+	return readStream(e.t, ctx, e.reader(), changefeed.DuplicateWindow)
+}
+
+// readStream reads every message of the feed's stream through js; its
+// duplicate window must be window.
+func readStream(t *testing.T, ctx context.Context, js jetstream.JetStream, window time.Duration) []message {
+	t.Helper()
 	s, err := js.Stream(ctx, changefeed.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
@@ -200,9 +268,9 @@ func readStream(t *testing.T, ctx context.Context, url string, window time.Durat
 
 // check verifies the stream: every payload valid, each entity's changes
 // seq 1..n in order without gap or duplicate, Nats-Msg-Id {workflow}:{entity run}:{seq},
-// enrolled first and unenrolled last, the balances adding up, and returns
-// the number of changes.
-func check(t *testing.T, msgs []message, customers []string) int {
+// enrolled first and unenrolled last (for each of workflowIDs), the
+// balances adding up, and returns the number of changes.
+func check(t *testing.T, msgs []message, workflowIDs []string) int {
 	t.Helper()
 	sch := compileSchema(t)
 	next := map[string]int64{}
@@ -234,8 +302,7 @@ func check(t *testing.T, msgs []message, customers []string) int {
 		}
 		next[c.WorkflowID], last[c.WorkflowID] = c.Seq, c
 	}
-	for _, cust := range customers {
-		id := rewards.RewardsWorkflowID(cust)
+	for _, id := range workflowIDs {
 		if last[id].Kind != rewards.ChangeUnenrolled {
 			t.Errorf("%s: last change %+v, want unenrolled", id, last[id])
 		}
@@ -260,13 +327,13 @@ func customers(prefix string, n int) []string {
 // events a run, tier changes up and down, then unenrollment.
 func TestFeedThroughContinueAsNew(t *testing.T) {
 	e := newEnv(t, 15)
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	custs := customers("feed-can", 4)
 	e.drive(ctx, custs, 60, nil)
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	st := runs(t, ctx, e.tc, custs[0])
 	t.Logf("%d changes of %d entities, %d runs each", n, len(custs), st)
 	if st < 4 {
@@ -280,7 +347,7 @@ func TestFeedThroughContinueAsNew(t *testing.T) {
 // and the stream still holds each change once, in order.
 func TestFeedWorkerSIGKILLed(t *testing.T) {
 	e := newEnv(t, 20)
-	first := e.startWorker()
+	first := e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	custs := customers("feed-kill", 4)
@@ -289,7 +356,7 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 	go func() {
 		<-killed
 		time.Sleep(time.Second)
-		e.startWorker()
+		e.startWorker(nil)
 	}()
 	e.drive(ctx, custs, 60, func(i int) {
 		if i == 25 {
@@ -301,8 +368,8 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 			})
 		}
 	})
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	t.Logf("%d changes of %d entities after a worker SIGKILL", n, len(custs))
 }
 
@@ -311,7 +378,7 @@ func TestFeedWorkerSIGKILLed(t *testing.T) {
 // outbox meanwhile, and nothing is lost, duplicated or reordered.
 func TestFeedNATSOutage(t *testing.T) {
 	e := newEnv(t, 10)
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	custs := customers("feed-outage", 3)
@@ -330,8 +397,8 @@ func TestFeedNATSOutage(t *testing.T) {
 			})
 		}
 	})
-	e.waitClosed(ctx, custs)
-	n := check(t, e.readStream(ctx), custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
 	carried := 0
 	for _, cust := range custs {
 		chain, err := histories.Chain(ctx, e.tc, rewards.RewardsWorkflowID(cust))
@@ -349,6 +416,61 @@ func TestFeedNATSOutage(t *testing.T) {
 	}
 	for _, cust := range custs {
 		recordIfAsked(t, e.tc, cust, "feed-outage-"+cust[len(cust)-1:])
+	}
+}
+
+// A worker with the feed on started while NATS is down (nothing listens at
+// its -nats-url) polls its task queue at once and applies events, the
+// balances right, its changes waiting in the entities' outboxes (and carried
+// through ContinueAsNew); once a NATS server comes up at that URL, the feed
+// connects, creates its stream and publishes them: the stream holds each
+// change once, in order.
+func TestFeedWorkerStartsWhileNATSIsDown(t *testing.T) {
+	e := newEnv(t, 10)
+	addr := e.nats.Addr
+	e.nats.Stop()
+	e.startWorker(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	custs := customers("feed-down", 3)
+	const events = 30
+	started := time.Now()
+	// Generous, but not the test's whole budget: a worker that waits for
+	// NATS before it polls never applies them.
+	actx, cancelApply := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancelApply()
+	e.apply(actx, e.rc, custs, events, nil)
+	var want int64
+	for i := range events {
+		want += eventPoints(i)
+	}
+	for _, cust := range custs {
+		st, err := e.rc.Status(ctx, cust)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Points != want {
+			t.Errorf("%s: %d points with NATS down, want %d", cust, st.Points, want)
+		}
+	}
+	t.Logf("%d events of %d customers applied in %v with NATS down", events*len(custs), len(custs), time.Since(started))
+	e.startNATS(addr)
+	e.unenroll(ctx, e.rc, custs)
+	e.waitClosed(ctx, workflowIDs(custs))
+	n := check(t, e.readStream(ctx), workflowIDs(custs))
+	carried := 0
+	for _, cust := range custs {
+		chain, err := histories.Chain(ctx, e.tc, rewards.RewardsWorkflowID(cust))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range chain {
+			carried += len(carriedOutbox(t, r))
+		}
+	}
+	t.Logf("%d changes of %d entities published once NATS was up; %d changes carried unpublished through ContinueAsNew", n, len(custs), carried)
+	if carried == 0 {
+		t.Fatal("no ContinueAsNew carried an outbox: the changes did not wait for NATS")
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // every change once, in order, unenrolled last.
 func TestFeedUnenrollWaitsForABatchHeldByTheOutbox(t *testing.T) {
 	e := newEnv(t, 10_000)
-	e.startWorker()
+	e.startWorker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const cust = "feed-held"

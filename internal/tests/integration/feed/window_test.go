@@ -131,7 +131,7 @@ func TestFeedWorkerDiedMidPublishPastTheWindow(t *testing.T) {
 	if err := dying.Wait(); err == nil {
 		t.Fatal("the dying worker exited cleanly")
 	}
-	if got := len(readStream(t, ctx, ns.URL, window)); got != 1 {
+	if got := len(readStream(t, ctx, connectReader(t, ns.URL), window)); got != 1 {
 		t.Fatalf("the dying worker left %d changes in the stream, want 1", got)
 	}
 	time.Sleep(3 * window) // every worker down past the duplicate window
@@ -154,7 +154,7 @@ func TestFeedWorkerDiedMidPublishPastTheWindow(t *testing.T) {
 	if err := tc.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
 		t.Fatal(err)
 	}
-	msgs := readStream(t, ctx, ns.URL, window)
+	msgs := readStream(t, ctx, connectReader(t, ns.URL), window)
 	for _, m := range msgs {
 		t.Logf("stream: %s %s", m.msgID, m.change.Kind)
 	}

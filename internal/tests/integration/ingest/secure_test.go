@@ -187,9 +187,17 @@ func startSecureNATS(t *testing.T, p pki, ingressSeed nkeys.KeyPair) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The change feed's identity, which these tests do not use
+	// (internal/tests/integration/feed tests it).
+	feedKey, _ := newUserKey(t)
+	feedPub, err := feedKey.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return startNATSServer(t, secureConf, map[string]string{
 		"NATS_SERVER_CERT": p.serverCert, "NATS_SERVER_KEY": p.serverKey, "NATS_SERVER_CA": p.ca,
 		"NATS_INGRESS_PASSWORD": ingressPassword, "NATS_INGRESS_NKEY": pub,
+		"NATS_FEED_PASSWORD": "feed-test-password", "NATS_FEED_NKEY": feedPub,
 		"NATS_PUBLISHER_T1_PASSWORD": t1Password, "NATS_PUBLISHER_T2_PASSWORD": t2Password,
 	})
 }
