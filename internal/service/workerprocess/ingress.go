@@ -28,33 +28,41 @@ type ingressDeps struct {
 }
 
 // runIngress runs the ingress until ctx ends and returns once it has
-// stopped: nil after a shutdown (or when ctx ended while it was starting),
-// the error that kept it from starting otherwise.
+// stopped. An ingress that cannot start (NATS refuses its credential, runs
+// a version too old, cannot hold its streams) is tried again, at most a
+// minute apart, while the task queues go on polling: a bus that is not
+// ready stops no workflow task.
 func runIngress(ctx context.Context, cfg Config, deps ingressDeps, logger *slog.Logger) error {
-	ingressDone, err := startIngress(ctx, cfg.Ingest, deps, logger)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while waiting for NATS
+	metrics := ingress.NewMetrics(deps.metrics)
+	wait := time.Second
+	for {
+		ingressDone, err := startIngress(ctx, cfg.Ingest, deps, metrics, logger)
+		if err == nil {
+			select {
+			case err = <-ingressDone: // it could not start, or was stopped while starting
+			case <-ctx.Done():
+				logger.Info("shutting down: the ingress first, then no new tasks; waiting for in-flight ones", "timeout", cfg.StopTimeout)
+				return <-ingressDone
+			}
 		}
-		return err
-	}
-	select {
-	case err := <-ingressDone: // it could not start, or was stopped while starting
 		if ctx.Err() != nil {
+			return nil // stopped while waiting for NATS or starting
+		}
+		logger.Error("ingress: could not start; the task queues go on, and it is tried again", "error", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-time.After(wait):
 		}
-		return err
-	case <-ctx.Done():
+		wait = min(2*wait, time.Minute)
 	}
-	logger.Info("shutting down: the ingress first, then no new tasks; waiting for in-flight ones", "timeout", cfg.StopTimeout)
-	return <-ingressDone
 }
 
 // startIngress connects to NATS (waiting until it answers) and runs the
 // ingress until ctx ends. The returned channel yields Run's result once it
 // has stopped: an error if it could not start, nil after a shutdown that
 // nacked what was queued and gave the messages in flight their StopTimeout.
-func startIngress(ctx context.Context, cfg IngestConfig, deps ingressDeps, logger *slog.Logger) (<-chan error, error) {
+func startIngress(ctx context.Context, cfg IngestConfig, deps ingressDeps, metrics *ingress.Metrics, logger *slog.Logger) (<-chan error, error) {
 	nc, err := ingress.Connect(ctx, cfg.NATSURL, "entityflow worker ingress", cfg.NATS, logger)
 	if err != nil {
 		return nil, err
@@ -66,7 +74,7 @@ func startIngress(ctx context.Context, cfg IngestConfig, deps ingressDeps, logge
 	}
 	c := deps.temporal
 	in := &ingress.Ingress{
-		Config: cfg.Ingress, JS: js, Metrics: ingress.NewMetrics(deps.metrics), Logger: logger,
+		Config: cfg.Ingress, JS: js, Metrics: metrics, Logger: logger,
 		// A few quick tries in place (a customer's later messages wait
 		// behind them), then the message is nacked and backs off.
 		Rewards:  &rewardsclient.Client{Temporal: c, Attempts: 5, MaxBackoff: 2 * time.Second, AttemptTimeout: 15 * time.Second, Logger: logger},

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 
 	"github.com/entityflow/entityflow/internal/service/deadletters"
 	"github.com/entityflow/entityflow/internal/service/ingress"
+	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testkit/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/testenv"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
@@ -271,5 +275,52 @@ func TestStreamOfTheLastReleaseKeepsWorking(t *testing.T) {
 	e.waitPoints("default", "c.1", 12, 2)
 	if _, err := e.publishAck(e.cfg.PointsPrefix+".default.c.1.points", []byte(`{"dedup_key":"new-2","points":1}`), ""); err == nil {
 		t.Error("a customer ID over two tokens was stored")
+	}
+}
+
+// A worker program with -ingest whose ingress cannot start (a stream of
+// someone else's holds its subjects) polls its task queue all the same, and
+// its ingress starts by itself once the way is clear: it is tried again
+// while the process runs, never ending it.
+func TestWorkerServesItsQueuesWhileTheIngressCannotStart(t *testing.T) {
+	url, js := natsJetStream(t)
+	srv := devserver.ForTest(t, devserver.Options{})
+	e := &env{t: t, natsURL: url, js: js, cfg: testConfig()}
+	e.deleteStreamsAtEnd()
+	ctx := background(t)
+	const blocker = "BLOCKER"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: blocker, Subjects: []string{e.cfg.PointsPrefix + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
+	p := startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-metrics-addr", "off",
+		"-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"), "-task-queues", rewards.RewardsTaskQueue,
+		"-ingest", "-nats-url", url, "-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
+		"-ingest-events-stream", "off", "-ingest-dead-letter-stream", e.cfg.DeadLetterStream, "-ingest-dead-letter-prefix", e.cfg.DeadLetterPrefix,
+		"-ingest-replay-stream", e.cfg.ReplayStream, "-ingest-replay-prefix", e.cfg.ReplayPrefix)
+	// Only the program polls the dev server's rewards queue.
+	rc := &rewardsclient.Client{Temporal: srv.Client(), Logger: quietLogger(t)}
+	if res, err := rc.ApplyPoints(ctx, "direct", rewards.PointEvent{DedupKey: "d-1", Points: 4}); err != nil || !res.Applied {
+		t.Fatalf("an update while the ingress cannot start: %+v, %v", res, err)
+	}
+	if _, err := js.Stream(ctx, e.cfg.PointsStream); err == nil {
+		t.Fatal("the points stream exists beside the stream holding its subjects")
+	}
+	if err := js.DeleteStream(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ingress to start by itself", 2*time.Minute, func() (bool, error) {
+		_, err := js.Stream(ctx, e.cfg.PointsStream)
+		return err == nil, nil
+	})
+	e.publish(ingress.PointsSubject(e.cfg.PointsPrefix, "default", "bus"), []byte(`{"dedup_key":"b-1","points":6}`), "")
+	waitFor(t, "the bus's event applied", time.Minute, func() (bool, error) {
+		st, err := rc.Status(ctx, "bus")
+		return err == nil && st.Points == 6, nil
+	})
+	select {
+	case <-p.done:
+		t.Fatal("the worker ended")
+	default:
 	}
 }
