@@ -300,6 +300,8 @@ func TestSecureBusPermissions(t *testing.T) {
 		{name: "another tenant's point events", do: publish("rewards.t-2.c-1.points"), wantErr: true, violation: `Publish to "rewards.t-2.c-1.points"`},
 		{name: "another tenant's envelopes", do: publish("events.t-2"), wantErr: true, violation: `Publish to "events.t-2"`},
 		{name: "dead letters", do: publish("ingest.dead.rewards.t-1.c-1.points"), wantErr: true, violation: `Publish to "ingest.dead.rewards.t-1.c-1.points"`},
+		{name: "a replay into another tenant's subject", do: publish("ingest.replay.partition.0.rewards.t-2.c-1.points"), wantErr: true,
+			violation: `Publish to "ingest.replay.partition.0.rewards.t-2.c-1.points"`},
 		{name: "subscribing to point events", do: subscribe("rewards.>"), violation: `Subscription to "rewards.>"`},
 		{name: "subscribing to the ingress's inbox", do: subscribe("_INBOX.>"), violation: `Subscription to "_INBOX.>"`},
 		{name: "reading a stream", do: func(ctx context.Context) error {
