@@ -97,9 +97,9 @@ type backends struct {
 }
 
 // listen builds the API's handler (authentication, idempotency, admission,
-// metrics, and the codec endpoint beside it when b has a codec; inside a
-// server span per request when tracing is on) and listens
-// on cfg.HTTPAddr.
+// metrics, and the codec endpoint beside it: served when b has a codec,
+// answered 404 codec-not-enabled otherwise; inside a server span per
+// request when tracing is on) and listens on cfg.HTTPAddr.
 func listen(ctx context.Context, cfg Config, b backends, logger *slog.Logger) (http.Handler, net.Listener, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -128,10 +128,11 @@ func listen(ctx context.Context, cfg Config, b backends, logger *slog.Logger) (h
 		Admission:      &admission.Limiter{MaxInFlight: cfg.MaxInFlight, MaxQueue: queueSize(cfg.MaxQueue), MaxWait: cfg.MaxWait},
 		Logger:         logger,
 	}
-	handler := api.Handler()
+	codec := payloadcodec.Disabled()
 	if b.codec != nil {
-		handler = withCodecEndpoint(handler, codecEndpoint(b.codec, b.codecOrigins, authn))
+		codec = codecEndpoint(b.codec, b.codecOrigins, authn)
 	}
+	handler := withCodecEndpoint(api.Handler(), codec)
 	if tracing.Enabled() {
 		handler = tracing.HTTPHandler(handler, "entityflow-api", "/healthz", "/metrics")
 	}

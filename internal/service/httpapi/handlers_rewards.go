@@ -20,14 +20,11 @@ import (
 // customer of the same ID is out of reach and, having no entity in this
 // tenant, answers 404 exactly as an unknown customer does.
 
-// customerRequest returns the customer the request names and a rewards
-// client for the request's tenant, or answers 400 and returns ok false.
+// customerRequest returns the customer the request names (checked by
+// checkPath) and a rewards client for the request's tenant, or answers 400
+// and returns ok false.
 func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (customer string, client *rewardsclient.Client, ok bool) {
 	customer = r.PathValue("id")
-	if err := rewards.ValidateCustomerID(customer); err != nil {
-		invalid(w, err)
-		return "", nil, false
-	}
 	tenant, err := requestTenant(r)
 	if err != nil {
 		s.fail(w, r, err)
