@@ -13,6 +13,9 @@ ERRCHECK_VERSION := v1.30.0
 NATS_SERVER_VERSION := v2.15.2
 BENCH_COUNT ?= 6
 FUZZTIME ?= 30s
+# FuzzAPI starts a dev server and the API on SQLite and PostgreSQL in its one
+# worker; gathering the coverage of its ~600 seeds takes about 40 s of it.
+API_FUZZTIME ?= 2m
 
 TEMPORAL := $(BIN)/temporal
 WORKFLOWCHECK := $(BIN)/workflowcheck
@@ -189,6 +192,7 @@ fuzz:
 	$(GO) test ./internal/service/idempotency -run '^$$' -fuzz '^FuzzIdempotencyRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/service/auth -run '^$$' -fuzz '^FuzzAuthorizationHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/infra/payloadcodec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/service/apiserver -run '^$$' -fuzz '^FuzzAPI$$' -fuzztime $(API_FUZZTIME) -fuzzminimizetime 10s -parallel 1
 
 # Records workflow histories from real dev servers into workflows/testdata/
 # (gzip, listed in its manifest.json) under the current releases

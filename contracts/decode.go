@@ -31,6 +31,36 @@ import (
 // Shape problems are reported on their own: the rules of Validate are only
 // checked once the document has the right shape.
 func decodeStrict(data []byte, v any) problems {
+	return documentRules.decode(data, v)
+}
+
+// DecodeStrict decodes data, which must hold exactly one JSON object, into
+// *v (a pointer to a struct with json tags, such as a PointEvent) with the
+// strictness of this package's documents (decodeStrict: member names as
+// spelt, no unknown or duplicate members, no null, each member of its
+// field's JSON type, integers in range without fraction or exponent, RFC
+// 3339 date-times), but for one rule: an optional member may be given its
+// zero value ("" or 0), which reads as absent, as encoding/json reads it.
+// It is for the payloads that are not this package's documents, so that
+// they get the same answers as the documents and their schemas. Every
+// problem comes back in a *ValidationError about document.
+func DecodeStrict(data []byte, v any, document string) error {
+	return shapeRules{zeroOptional: true}.decode(data, v).err(document)
+}
+
+// shapeRules are the rules a document's shape is checked by.
+type shapeRules struct {
+	// zeroOptional lets an optional (omitempty) string or integer be given
+	// its zero value, which then reads as absent.
+	zeroOptional bool
+}
+
+// documentRules are the rules of this package's documents: an optional
+// member given its zero value is refused.
+var documentRules = shapeRules{}
+
+// decode is decodeStrict under r.
+func (r shapeRules) decode(data []byte, v any) problems {
 	var p problems
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var raw json.RawMessage
@@ -42,7 +72,7 @@ func decodeStrict(data []byte, v any) problems {
 		p.add("", "unexpected data after the JSON object")
 		return p
 	}
-	checkShape(raw, reflect.TypeOf(v).Elem(), "", &p)
+	r.checkShape(raw, reflect.TypeOf(v).Elem(), "", &p)
 	if len(p) > 0 {
 		return p
 	}
@@ -90,7 +120,7 @@ var dateTimeRE = regexp.MustCompile(dateTimePattern)
 // checkShape checks that the JSON value raw has the JSON type that Go type t
 // decodes from, recursively, and records at path every mismatch, unknown or
 // duplicate member, and null.
-func checkShape(raw []byte, t reflect.Type, path string, p *problems) {
+func (r shapeRules) checkShape(raw []byte, t reflect.Type, path string, p *problems) {
 	kind := jsonKind(raw)
 	switch {
 	case t == rawType:
@@ -100,21 +130,21 @@ func checkShape(raw []byte, t reflect.Type, path string, p *problems) {
 	case t.Kind() == reflect.Pointer:
 		// Optional objects: absent is fine, null is not (the schema says
 		// "type": "object"), which checking the element type rejects.
-		checkShape(raw, t.Elem(), path, p)
+		r.checkShape(raw, t.Elem(), path, p)
 	case t.Kind() == reflect.Struct:
-		checkObject(raw, kind, t, path, p)
+		r.checkObject(raw, kind, t, path, p)
 	case t.Kind() == reflect.Slice:
-		checkArray(raw, kind, t, path, p)
+		r.checkArray(raw, kind, t, path, p)
 	case t.Kind() == reflect.String:
 		if kind != "string" {
 			p.add(path, "must be a string, got "+kind)
 		}
-	case t.Kind() == reflect.Int:
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
 		if kind != "number" {
 			p.add(path, "must be an integer, got "+kind)
 			return
 		}
-		if _, err := parseInt(raw); err != nil {
+		if _, err := parseInt(raw, t.Bits()); err != nil {
 			p.add(path, err.Error())
 		}
 	default:
@@ -125,8 +155,9 @@ func checkShape(raw []byte, t reflect.Type, path string, p *problems) {
 // checkObject checks a JSON object against struct type t: every member must
 // be a field of t, spelled exactly as its JSON name, at most once, and an
 // optional (omitempty) string or integer must not be given its zero value,
-// because that would read as "absent" and not survive a round trip.
-func checkObject(raw []byte, kind string, t reflect.Type, path string, p *problems) {
+// because that would read as "absent" and not survive a round trip (unless
+// r.zeroOptional).
+func (r shapeRules) checkObject(raw []byte, kind string, t reflect.Type, path string, p *problems) {
 	if kind != "object" {
 		p.add(path, "must be an object, got "+kind)
 		return
@@ -160,8 +191,8 @@ func checkObject(raw []byte, kind string, t reflect.Type, path string, p *proble
 		default:
 			seen[name] = true
 			before := len(*p)
-			checkShape(value, f.typ, field, p)
-			if len(*p) == before && f.omitempty && isZeroScalar(value, f.typ) {
+			r.checkShape(value, f.typ, field, p)
+			if len(*p) == before && f.omitempty && !r.zeroOptional && isZeroScalar(value, f.typ) {
 				p.add(field, "must not be "+strings.TrimSpace(string(value))+"; leave the field out instead")
 			}
 		}
@@ -180,7 +211,7 @@ func unknownFieldReason(name string, fields map[string]jsonField) string {
 }
 
 // checkArray checks a JSON array against slice type t, element by element.
-func checkArray(raw []byte, kind string, t reflect.Type, path string, p *problems) {
+func (r shapeRules) checkArray(raw []byte, kind string, t reflect.Type, path string, p *problems) {
 	if kind != "array" {
 		p.add(path, "must be an array, got "+kind)
 		return
@@ -191,7 +222,7 @@ func checkArray(raw []byte, kind string, t reflect.Type, path string, p *problem
 		return
 	}
 	for i, elem := range elems {
-		checkShape(elem, t.Elem(), indexPath(path, i), p)
+		r.checkShape(elem, t.Elem(), indexPath(path, i), p)
 	}
 }
 
@@ -223,18 +254,18 @@ func checkDateTime(raw []byte, kind, path string, p *problems) {
 	}
 }
 
-// parseInt reads a JSON number that Go decodes into an int: an integer
-// literal, without fraction or exponent, within the range of int.
-func parseInt(raw []byte) (int, error) {
+// parseInt reads a JSON number that Go decodes into an integer of bits
+// bits: an integer literal, without fraction or exponent, within range.
+func parseInt(raw []byte, bits int) (int64, error) {
 	s := strings.TrimSpace(string(raw))
 	if strings.ContainsAny(s, ".eE") {
 		return 0, fmt.Errorf("must be an integer written without fraction or exponent, got %s", s)
 	}
-	n, err := strconv.ParseInt(s, 10, strconv.IntSize)
+	n, err := strconv.ParseInt(s, 10, bits)
 	if err != nil {
 		return 0, fmt.Errorf("must be an integer in range, got %s", s)
 	}
-	return int(n), nil
+	return n, nil
 }
 
 // isZeroScalar reports whether raw, already checked against t, is the zero
@@ -243,8 +274,8 @@ func isZeroScalar(raw []byte, t reflect.Type) bool {
 	switch t.Kind() {
 	case reflect.String:
 		return string(bytes.TrimSpace(raw)) == `""`
-	case reflect.Int:
-		n, err := parseInt(raw)
+	case reflect.Int, reflect.Int64:
+		n, err := parseInt(raw, t.Bits())
 		return err == nil && n == 0
 	default:
 		return false

@@ -52,6 +52,12 @@ var (
 	cronRE            = regexp.MustCompile(cronPattern)
 )
 
+// IsUUID reports whether s is a UUID in 8-4-4-4-12 hex form, either letter
+// case: the form of an activity ID (ActivityDefinition.Validate requires
+// it) and of a run ID, for checking one given outside a document, such as
+// in a URL path.
+func IsUUID(s string) bool { return uuidRE.MatchString(s) }
+
 // Length limits, in characters (Unicode code points, as JSON Schema counts).
 const (
 	maxEventIDLen   = 200

@@ -586,6 +586,15 @@ export interface components {
                 "text/plain": string;
             };
         };
+        /** @description codec-not-enabled: the server has no payload keys, so it serves no codec endpoint (TEMPORAL_PAYLOAD_KEYS_FILE or TEMPORAL_PAYLOAD_KEYS turn it on). */
+        CodecNotEnabled: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description An Origin the endpoint does not allow. */
         CodecOriginRefused: {
             headers: {
@@ -650,7 +659,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A missing resource, or another tenant's (answered exactly alike). */
+        /** @description method-not-allowed: a method the path does not take (every path: a method no operation of it lists), with Allow naming those it takes. */
+        MethodNotAllowed: {
+            headers: {
+                Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description not-found: a missing resource, or another tenant's (answered exactly alike); also a path no route serves. */
         NotFound: {
             headers: {
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
@@ -722,12 +741,12 @@ export interface components {
     };
     parameters: {
         /**
-         * @description The activity's ID (a UUID; a PUT's must equal the body's activity_id).
+         * @description The activity's ID: a UUID (a PUT's must equal the body's activity_id). Any other is 400 invalid-request.
          * @example 550e8400-e29b-41d4-a716-446655440000
          */
         ActivityId: string;
         /**
-         * @description The customer: 1 to 128 letters, digits and -_.:@.
+         * @description The customer: 1 to 128 letters, digits and -_.:@. Any other is 400 invalid-request.
          * @example c-1
          */
         CustomerId: string;
@@ -737,7 +756,7 @@ export interface components {
         IdempotencyKeyOptional: string;
         /** @description The Temporal namespace the Web UI shows (not used). */
         Namespace: string;
-        /** @description The run's ID (a UUIDv5 derived from its workflow ID). */
+        /** @description The run's ID: a UUID (a UUIDv5 derived from its workflow ID). Any other is 400 invalid-request. */
         RunId: string;
         /** @description The request's tenant, which may only repeat the credential's: another tenant's is 403. */
         TenantId: string;
@@ -750,6 +769,8 @@ export interface components {
         };
     };
     headers: {
+        /** @description The methods the path takes. */
+        Allow: string;
         /** @description true on the stored answer of an earlier request with the same Idempotency-Key. */
         IdempotentReplayed: "true";
         /** @description Seconds to wait before sending the same request (with the same Idempotency-Key) again. */
@@ -779,6 +800,7 @@ export interface operations {
             400: components["responses"]["CodecError"];
             401: components["responses"]["CodecUnauthorized"];
             403: components["responses"]["CodecError"];
+            404: components["responses"]["CodecNotEnabled"];
             413: components["responses"]["CodecError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["CodecError"];
@@ -796,6 +818,7 @@ export interface operations {
         responses: {
             204: components["responses"]["CodecPreflight"];
             403: components["responses"]["CodecOriginRefused"];
+            404: components["responses"]["CodecNotEnabled"];
         };
     };
     codecEncode: {
@@ -814,6 +837,7 @@ export interface operations {
             400: components["responses"]["CodecError"];
             401: components["responses"]["CodecUnauthorized"];
             403: components["responses"]["CodecError"];
+            404: components["responses"]["CodecNotEnabled"];
             413: components["responses"]["CodecError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["CodecError"];
@@ -831,6 +855,7 @@ export interface operations {
         responses: {
             204: components["responses"]["CodecPreflight"];
             403: components["responses"]["CodecOriginRefused"];
+            404: components["responses"]["CodecNotEnabled"];
         };
     };
     health: {
@@ -906,7 +931,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The activity's ID (a UUID; a PUT's must equal the body's activity_id).
+                 * @description The activity's ID: a UUID (a PUT's must equal the body's activity_id). Any other is 400 invalid-request.
                  * @example 550e8400-e29b-41d4-a716-446655440000
                  */
                 activity_id: components["parameters"]["ActivityId"];
@@ -944,7 +969,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The activity's ID (a UUID; a PUT's must equal the body's activity_id).
+                 * @description The activity's ID: a UUID (a PUT's must equal the body's activity_id). Any other is 400 invalid-request.
                  * @example 550e8400-e29b-41d4-a716-446655440000
                  */
                 activity_id: components["parameters"]["ActivityId"];
@@ -990,7 +1015,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The activity's ID (a UUID; a PUT's must equal the body's activity_id).
+                 * @description The activity's ID: a UUID (a PUT's must equal the body's activity_id). Any other is 400 invalid-request.
                  * @example 550e8400-e29b-41d4-a716-446655440000
                  */
                 activity_id: components["parameters"]["ActivityId"];
@@ -1040,7 +1065,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The customer: 1 to 128 letters, digits and -_.:@.
+                 * @description The customer: 1 to 128 letters, digits and -_.:@. Any other is 400 invalid-request.
                  * @example c-1
                  */
                 id: components["parameters"]["CustomerId"];
@@ -1078,7 +1103,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The customer: 1 to 128 letters, digits and -_.:@.
+                 * @description The customer: 1 to 128 letters, digits and -_.:@. Any other is 400 invalid-request.
                  * @example c-1
                  */
                 id: components["parameters"]["CustomerId"];
@@ -1100,6 +1125,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
@@ -1120,7 +1146,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The customer: 1 to 128 letters, digits and -_.:@.
+                 * @description The customer: 1 to 128 letters, digits and -_.:@. Any other is 400 invalid-request.
                  * @example c-1
                  */
                 id: components["parameters"]["CustomerId"];
@@ -1146,6 +1172,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
@@ -1166,7 +1193,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The customer: 1 to 128 letters, digits and -_.:@.
+                 * @description The customer: 1 to 128 letters, digits and -_.:@. Any other is 400 invalid-request.
                  * @example c-1
                  */
                 id: components["parameters"]["CustomerId"];
@@ -1245,7 +1272,7 @@ export interface operations {
                 "X-Tenant-ID"?: components["parameters"]["TenantId"];
             };
             path: {
-                /** @description The run's ID (a UUIDv5 derived from its workflow ID). */
+                /** @description The run's ID: a UUID (a UUIDv5 derived from its workflow ID). Any other is 400 invalid-request. */
                 run_id: components["parameters"]["RunId"];
             };
             cookie?: never;

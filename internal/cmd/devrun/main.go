@@ -203,8 +203,11 @@ func run() error {
 		fmt.Printf("\nList:   bin/temporal --address %s --namespace %s workflow list  (entities are rewards-demo-*, runs activity-*)\n", address, opts.Namespace)
 	}
 	fmt.Printf("API:    http://%s (try: curl -s -X POST -H 'Authorization: Bearer %s' -H 'Idempotency-Key: k-1' -d '{\"points\":50}' http://%s/v1/customers/demo-alice/points)\n", httpAddr, apiKey, httpAddr)
-	if traces.ui != "" {
+	switch {
+	case traces.ui != "":
 		fmt.Printf("Traces: %s/search?service=%s  (Jaeger; the worker and the API send OTLP to %s)\n", traces.ui, apiService, traces.endpoint)
+	case traces.query != "":
+		fmt.Printf("Traces: curl -s %s/api/v3/services  (Jaeger's query API, no UI in bin/jaeger: /api/v3/traces/{trace_id}; docs/operations.md)\n", traces.query)
 	}
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")

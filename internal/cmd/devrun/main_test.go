@@ -195,7 +195,7 @@ func TestPlanTraces(t *testing.T) {
 		want      tracePlan
 		note      string
 	}{
-		{name: "starts bin/jaeger", binary: true, want: tracePlan{endpoint: local, start: true, ui: "http://127.0.0.1:16686"}, note: "starting the trace viewer"},
+		{name: "starts bin/jaeger, which has no UI", binary: true, want: tracePlan{endpoint: local, start: true, query: "http://127.0.0.1:16686"}, note: "query API on 127.0.0.1:16686"},
 		{name: "a receiver already listens", listening: []string{"127.0.0.1:4318", "127.0.0.1:16686"}, binary: true, want: tracePlan{endpoint: local, ui: "http://127.0.0.1:16686"}, note: "already listening"},
 		{name: "a receiver without a UI", listening: []string{"127.0.0.1:4318"}, want: tracePlan{endpoint: local}, note: "already listening"},
 		{name: "the environment names one", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, binary: true, note: "http://collector:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)"},
@@ -212,7 +212,7 @@ func TestPlanTraces(t *testing.T) {
 				return "", errors.New("no jaeger")
 			}
 			got := planTraces(func(k string) string { return tt.env[k] }, func(a string) bool { return slices.Contains(tt.listening, a) }, binary)
-			if got.endpoint != tt.want.endpoint || got.start != tt.want.start || got.ui != tt.want.ui || !strings.Contains(got.note, tt.note) {
+			if got.endpoint != tt.want.endpoint || got.start != tt.want.start || got.ui != tt.want.ui || got.query != tt.want.query || !strings.Contains(got.note, tt.note) {
 				t.Fatalf("planTraces = %+v, want %+v with a note containing %q", got, tt.want, tt.note)
 			}
 		})

@@ -38,6 +38,9 @@ type tracePlan struct {
 	start bool
 	// ui is the trace viewer's UI, empty when devrun knows none.
 	ui string
+	// query is the query API of the bin/jaeger devrun starts, which has
+	// no UI (the module proxy carries no compiled UI assets).
+	query string
 	// note is what devrun prints about it.
 	note string
 }
@@ -67,8 +70,8 @@ func planTraces(getenv func(string) string, listening func(string) bool, binary 
 	if err != nil {
 		return tracePlan{note: "no trace viewer (bin/jaeger is missing; make tools builds it): " + viewerHint}
 	}
-	return tracePlan{endpoint: endpoint, start: true, ui: "http://" + jaeger.DefaultQueryHTTP,
-		note: fmt.Sprintf("starting the trace viewer (%s) on %s, OTLP on %s (traces kept in memory until Ctrl-C)", bin, jaeger.DefaultQueryHTTP, jaeger.DefaultOTLPHTTP)}
+	return tracePlan{endpoint: endpoint, start: true, query: "http://" + jaeger.DefaultQueryHTTP,
+		note: fmt.Sprintf("starting the trace store (%s): query API on %s, OTLP on %s (traces kept in memory until Ctrl-C)", bin, jaeger.DefaultQueryHTTP, jaeger.DefaultOTLPHTTP)}
 }
 
 // env returns the variables a program of service name gets on top of
@@ -87,7 +90,7 @@ func (p tracePlan) env(getenv func(string) string, service string) []string {
 
 // startJaeger starts bin/jaeger on the default addresses (in-memory
 // storage, its configuration in data/jaeger/, its log in data/jaeger.log)
-// and waits until its OTLP receiver and UI listen.
+// and waits until its OTLP receiver and query API listen.
 func startJaeger() (*exec.Cmd, error) {
 	bin, err := jaeger.Binary()
 	if err != nil {
@@ -109,7 +112,7 @@ func startJaeger() (*exec.Cmd, error) {
 	for !listening(opts.QueryHTTP) {
 		if time.Now().After(deadline) {
 			stopAll([]*exec.Cmd{cmd})
-			return nil, fmt.Errorf("the trace viewer's UI did not listen on %s within 30 s; see %s", opts.QueryHTTP, filepath.Join(dataDir, "jaeger.log"))
+			return nil, fmt.Errorf("the trace store's query API did not listen on %s within 30 s; see %s", opts.QueryHTTP, filepath.Join(dataDir, "jaeger.log"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

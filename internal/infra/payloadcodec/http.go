@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/converter"
+
+	"github.com/entityflow/entityflow/internal/infra/problem"
 )
 
 const (
@@ -25,6 +27,10 @@ const (
 	// token, the JSON body's type and the namespace it shows.
 	corsAllowHeaders = "Authorization, Content-Type, X-Namespace"
 )
+
+// ProblemNotEnabled is the problem type of a request to the codec endpoint
+// of a server without payload keys (404, Disabled).
+const ProblemNotEnabled = "https://entityflow.dev/problems/codec-not-enabled"
 
 // HandlerOptions configure Handler.
 type HandlerOptions struct {
@@ -80,7 +86,9 @@ func Routes() []string {
 // remote codec protocol): POST PathPrefix/encode and PathPrefix/decode take
 // and return {"payloads": [{"metadata": {...}, "data": "..."}]} (proto JSON,
 // bytes in base64). Browsers on an allowed origin get CORS headers and their
-// preflight an answer; other origins are refused with 403.
+// preflight an answer; other origins are refused with 403. Another method
+// is answered 405 problem+json with Allow, another path under PathPrefix
+// 404 problem+json (problem.Mux).
 func Handler(c *Codec, opts HandlerOptions) http.Handler {
 	var codec http.Handler = converter.NewPayloadCodecHTTPHandler(c)
 	if opts.Authenticate != nil {
@@ -97,6 +105,7 @@ func Handler(c *Codec, opts HandlerOptions) http.Handler {
 		})
 	}
 	allowed := slices.Clone(opts.AllowedOrigins)
+	routes := problem.Mux(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Origin")
 		if origin := r.Header.Get("Origin"); origin != "" {
@@ -107,6 +116,17 @@ func Handler(c *Codec, opts HandlerOptions) http.Handler {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 			w.Header().Set("Access-Control-Allow-Credentials", "true")
 		}
-		mux.ServeHTTP(w, r)
+		routes.ServeHTTP(w, r)
+	})
+}
+
+// Disabled answers every request under PathPrefix of a server that has no
+// payload keys, and so no codec endpoint: 404 problem+json of type
+// ProblemNotEnabled naming the settings that turn it on, so that a Web UI
+// or CLI pointed at it learns why rather than meeting a bare not found.
+func Disabled() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		problem.Write(w, problem.Details{Type: ProblemNotEnabled, Title: "Codec endpoint not enabled", Status: http.StatusNotFound,
+			Detail: "this server has no payload keys, so it serves no payload codec endpoint (set " + KeysFileEnv + " or " + KeysEnv + ")"})
 	})
 }

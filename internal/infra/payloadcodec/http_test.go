@@ -121,14 +121,16 @@ func TestCodecEndpointRefusals(t *testing.T) {
 		header     map[string]string
 		wantStatus int
 		wantBody   string
+		wantAllow  string
 	}{
 		{name: "no credentials", path: "/codec/decode", body: `{"payloads": []}`, wantStatus: http.StatusUnauthorized},
 		{name: "bad credentials", path: "/codec/decode", body: `{"payloads": []}`, header: map[string]string{"Authorization": "Bearer bad"}, wantStatus: http.StatusUnauthorized},
 		{name: "other origin", path: "/codec/decode", body: `{"payloads": []}`, header: map[string]string{"Authorization": "Bearer good", "Origin": "http://evil.example"}, wantStatus: http.StatusForbidden},
 		{name: "unknown key", path: "/codec/decode", body: string(unknownKey), header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusBadRequest, wantBody: "unknown payload encryption key"},
 		{name: "not JSON", path: "/codec/decode", body: `payloads`, header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusBadRequest},
-		{name: "GET", method: http.MethodGet, path: "/codec/decode", header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusMethodNotAllowed},
-		{name: "other path", path: "/codec/other", body: `{}`, header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusNotFound},
+		{name: "GET", method: http.MethodGet, path: "/codec/decode", header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusMethodNotAllowed,
+			wantBody: "method-not-allowed", wantAllow: "OPTIONS, POST"},
+		{name: "other path", path: "/codec/other", body: `{}`, header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusNotFound, wantBody: "not-found"},
 		{name: "body over the limit", path: "/codec/encode", body: `{"payloads": [{"data": "` + strings.Repeat("A", maxCodecBody) + `"}]}`, header: map[string]string{"Authorization": "Bearer good"}, wantStatus: http.StatusBadRequest, wantBody: "too large"},
 	}
 	for _, tt := range tests {
@@ -153,7 +155,23 @@ func TestCodecEndpointRefusals(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(b), tt.wantBody) {
 				t.Fatalf("%d %s, want %d with %q", resp.StatusCode, b, tt.wantStatus, tt.wantBody)
 			}
+			if got := resp.Header.Get("Allow"); got != tt.wantAllow {
+				t.Fatalf("Allow %q, want %q", got, tt.wantAllow)
+			}
 		})
+	}
+}
+
+// A server without payload keys answers every request under PathPrefix
+// 404 problem+json codec-not-enabled, saying how to turn it on.
+func TestDisabledEndpoint(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodOptions, http.MethodGet} {
+		rec := httptest.NewRecorder()
+		Disabled().ServeHTTP(rec, httptest.NewRequest(method, PathPrefix+"/decode", strings.NewReader(`{"payloads": []}`)))
+		if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(rec.Body.String(), ProblemNotEnabled) || !strings.Contains(rec.Body.String(), KeysFileEnv) {
+			t.Fatalf("%s: %d %s %s", method, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
 	}
 }
 

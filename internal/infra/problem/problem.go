@@ -11,9 +11,18 @@ import (
 	"github.com/entityflow/entityflow/contracts"
 )
 
-// TypeInvalidRequest is the problem type of a request that is invalid as
-// sent (400): a document breaking its schema, a bad parameter.
-const TypeInvalidRequest = "https://entityflow.dev/problems/invalid-request"
+// Problem types shared by the API's layers (RFC 9457 "type" members).
+const (
+	// TypeInvalidRequest is the problem type of a request that is invalid
+	// as sent (400): a document breaking its schema, a bad parameter.
+	TypeInvalidRequest = "https://entityflow.dev/problems/invalid-request"
+	// TypeNotFound is the problem type of a missing resource, or of a path
+	// no route serves (404).
+	TypeNotFound = "https://entityflow.dev/problems/not-found"
+	// TypeMethodNotAllowed is the problem type of a method the path's
+	// routes do not take (405, with Allow).
+	TypeMethodNotAllowed = "https://entityflow.dev/problems/method-not-allowed"
+)
 
 // Details is an RFC 9457 problem details object, the body of every error
 // answer of the API. Errors lists the offending fields of an invalid

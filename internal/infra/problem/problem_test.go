@@ -72,3 +72,54 @@ func TestInvalidRequest(t *testing.T) {
 	assert.Equal(t, problem.Details{Type: problem.TypeInvalidRequest, Title: "Invalid request", Status: http.StatusBadRequest,
 		Detail: "bad parameter"}, got)
 }
+
+// A request no route takes is answered in problem+json: 405 with Allow for
+// a path routed for other methods, 404 for any other path and for a path
+// not in clean form (never a redirect); the routes serve the rest.
+func TestMux(t *testing.T) {
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.Pattern)) }
+	mux.HandleFunc("GET /v1/customers/{id}", ok)
+	mux.HandleFunc("POST /v1/customers/{id}/points", ok)
+	mux.HandleFunc("PUT /v1/activities/{id}", ok)
+	mux.HandleFunc("GET /v1/activities/{id}", ok)
+	h := problem.Mux(mux)
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/v1/customers/c-1", http.StatusOK, ""},
+		{"HEAD", "/v1/customers/c-1", http.StatusOK, ""},
+		{"DELETE", "/v1/customers/c-1", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"PATCH", "/v1/customers/c-1/points", http.StatusMethodNotAllowed, "POST"},
+		{"DELETE", "/v1/activities/a-1", http.StatusMethodNotAllowed, "GET, HEAD, PUT"},
+		{"GET", "/v1/nothing", http.StatusNotFound, ""},
+		{"GET", "/", http.StatusNotFound, ""},
+		{"GET", "/v1/customers/", http.StatusNotFound, ""},
+		{"GET", "/v1/customers/c-1/", http.StatusNotFound, ""},
+		{"GET", "/v1/customers/x/../c-1", http.StatusNotFound, ""},
+		{"GET", "/v1/customers/.", http.StatusNotFound, ""},
+		{"POST", "/v1/customers/../points", http.StatusNotFound, ""},
+		{"GET", "/v1//customers/c-1", http.StatusNotFound, ""},
+		{"GET", "//", http.StatusNotFound, ""},
+		{"DELETE", "/v1/customers/./c-1", http.StatusNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			assert.Equal(t, tt.status, rec.Code, "body %s", rec.Body)
+			assert.Equal(t, tt.allow, rec.Header().Get("Allow"))
+			assert.Empty(t, rec.Header().Get("Location"))
+			switch tt.status {
+			case http.StatusMethodNotAllowed:
+				assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+				assert.Contains(t, rec.Body.String(), `"type":"`+problem.TypeMethodNotAllowed+`"`)
+			case http.StatusNotFound:
+				assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+				assert.Contains(t, rec.Body.String(), `"type":"`+problem.TypeNotFound+`"`)
+			}
+		})
+	}
+}

@@ -126,10 +126,26 @@ func (l *Limiter) Keys() int {
 // Acquire admits a command for key: at once while fewer than MaxInFlight run,
 // else after waiting its turn in the key's FIFO queue. It returns a
 // *BusyError at once when the queue is full, or when the command waited
-// longer than MaxWait (or half the time left before ctx's deadline), and
-// ctx's error when ctx ends while it waits. The caller must Release the
-// ticket when the command is done.
+// longer than MaxWait (or half the time left before ctx's deadline:
+// WaitFor), and ctx's error when ctx ends while it waits. The caller must
+// Release the ticket when the command is done.
 func (l *Limiter) Acquire(ctx context.Context, key string) (*Ticket, error) {
+	return l.acquire(ctx, key, true)
+}
+
+// AcquireUntil is Acquire without the bound on the wait: a place in the
+// queue is held until ctx ends. It is for a caller that bounds the waits
+// itself: a batch of commands (internal/service/coalesce) waits for its
+// slot while any of its commands still waits, each for as long as WaitFor
+// allows it under its own context, so that no command is refused for
+// another's deadline.
+func (l *Limiter) AcquireUntil(ctx context.Context, key string) (*Ticket, error) {
+	return l.acquire(ctx, key, false)
+}
+
+// acquire is Acquire, whose wait in the queue is bounded (WaitFor) when
+// bounded is true and lasts until ctx ends otherwise.
+func (l *Limiter) acquire(ctx context.Context, key string, bounded bool) (*Ticket, error) {
 	l.mu.Lock()
 	if l.keys == nil {
 		l.keys = make(map[string]*entry)
@@ -153,15 +169,19 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Ticket, error) {
 	e.queue = append(e.queue, w)
 	l.mu.Unlock()
 
-	timer := time.NewTimer(l.wait(ctx))
-	defer timer.Stop()
+	var timeout <-chan time.Time
+	if bounded {
+		timer := time.NewTimer(l.WaitFor(ctx))
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	var werr error
 	select {
 	case <-w.ready:
 		return &Ticket{l: l, key: key, start: time.Now(), Queued: true}, nil
 	case <-ctx.Done():
 		werr = ctx.Err()
-	case <-timer.C:
+	case <-timeout:
 	}
 
 	l.mu.Lock()
@@ -239,8 +259,22 @@ func (l *Limiter) retryAfter(e *entry) time.Duration {
 	return min(max(d, time.Second), maxRetryAfter)
 }
 
-// wait is how long a command may wait in the queue under ctx.
-func (l *Limiter) wait(ctx context.Context) time.Duration {
+// RetryAfter estimates when a command of key refused now would be admitted
+// at once (see BusyError.RetryAfter): at least 1 s, at most 30 s.
+func (l *Limiter) RetryAfter(key string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.keys[key]
+	if e == nil {
+		return time.Second
+	}
+	return l.retryAfter(e)
+}
+
+// WaitFor is how long a command under ctx may wait in a key's queue:
+// MaxWait, or half the time left before ctx's deadline when that is
+// shorter, so that a refused command's caller can still retry.
+func (l *Limiter) WaitFor(ctx context.Context) time.Duration {
 	w := l.maxWait()
 	if deadline, ok := ctx.Deadline(); ok {
 		w = min(w, time.Until(deadline)/2)

@@ -182,6 +182,69 @@ func TestQueueTimeoutAndCancel(t *testing.T) {
 	}
 }
 
+// AcquireUntil holds its place in the queue past MaxWait, until its
+// context ends or a slot frees; a full queue still refuses it at once.
+func TestAcquireUntilWaitsForItsContext(t *testing.T) {
+	l := &admission.Limiter{MaxInFlight: 1, MaxQueue: 1, MaxWait: time.Millisecond}
+	tk := mustAcquire(t, l, "k")
+	until := func(ctx context.Context) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			t, err := l.AcquireUntil(ctx, "k")
+			ch <- result{t, err}
+		}()
+		return ch
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := until(ctx)
+	eventually(t, "one queued", func() bool { return l.Stats("k").Queued == 1 })
+	if r := receive(t, until(context.Background())); !admission.IsBusy(r.err) {
+		t.Fatalf("beyond the queue: %+v, want busy at once", r)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("returned before its context ended or a slot freed: %+v", r)
+	case <-time.After(20 * time.Millisecond): // MaxWait is long past
+	}
+	cancel()
+	if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("canceled while queued: %+v", r)
+	}
+	ch = until(context.Background())
+	eventually(t, "one queued", func() bool { return l.Stats("k").Queued == 1 })
+	tk.Release()
+	r := receive(t, ch)
+	if r.err != nil || !r.ticket.Queued {
+		t.Fatalf("after the slot freed: %+v", r)
+	}
+	r.ticket.Release()
+	if n := l.Keys(); n != 0 {
+		t.Fatalf("%d keys remembered", n)
+	}
+}
+
+// WaitFor is MaxWait, or half the time left before the deadline when that
+// is shorter, never negative; RetryAfter is at least a second.
+func TestWaitForAndRetryAfter(t *testing.T) {
+	l := &admission.Limiter{MaxWait: time.Minute}
+	if got := l.WaitFor(context.Background()); got != time.Minute {
+		t.Fatalf("no deadline: %s", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got := l.WaitFor(ctx); got > 5*time.Second || got < time.Second {
+		t.Fatalf("10 s left: %s, want about 5 s", got)
+	}
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPast()
+	if got := l.WaitFor(past); got != 0 {
+		t.Fatalf("deadline passed: %s", got)
+	}
+	if got := l.RetryAfter("idle"); got != time.Second {
+		t.Fatalf("an idle key: %s", got)
+	}
+}
+
 // Waiters are admitted in the order they arrived.
 func TestQueueIsFIFO(t *testing.T) {
 	l := &admission.Limiter{MaxInFlight: 1, MaxQueue: 10, MaxWait: time.Minute}

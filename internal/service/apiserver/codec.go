@@ -48,10 +48,12 @@ func defaultTenantOnly(next http.Handler) http.Handler {
 }
 
 // withCodecEndpoint serves codec under payloadcodec.PathPrefix beside the
-// HTTP API.
+// HTTP API, which answers every other path (its own 404s and 405s
+// included); a path not in clean form is 404, never a redirect
+// (problem.Mux).
 func withCodecEndpoint(api, codec http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(payloadcodec.PathPrefix+"/", codec)
 	mux.Handle("/", api)
-	return mux
+	return problem.Mux(mux)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/service/auth"
+	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
 	"github.com/entityflow/entityflow/internal/testkit/authtest"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/openapitest"
 	"github.com/entityflow/entityflow/store"
 )
@@ -96,6 +99,63 @@ func TestCodecEndpointCredentials(t *testing.T) {
 			// The Web UI must be able to read refusals too.
 			if path != "/v1/customers/c-1" && resp.Header.Get("Access-Control-Allow-Origin") != webUIOrigin {
 				t.Fatalf("Access-Control-Allow-Origin %q on a %d", resp.Header.Get("Access-Control-Allow-Origin"), resp.StatusCode)
+			}
+		})
+	}
+}
+
+// apiHandler is the handler serve builds (listen) over b, with testConfig
+// changed by set, checked against the OpenAPI document (openapitest).
+func apiHandler(t *testing.T, b backends, set func(*Config)) http.Handler {
+	t.Helper()
+	cfg := testConfig()
+	cfg.HTTPAddr = "127.0.0.1:0"
+	if set != nil {
+		set(&cfg)
+	}
+	h, ln, err := listen(t.Context(), cfg, b, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return openapitest.Handler(t, h)
+}
+
+// Without payload keys the codec endpoint's routes are answered 404
+// problem+json codec-not-enabled, as the OpenAPI document lists: with or
+// without credentials, preflight included.
+func TestCodecOffAnswersNotEnabled(t *testing.T) {
+	st, err := store.Open(t.Context(), dbtest.SQLite(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	token := authtest.WithStore(st).Issue(t, "default")
+	h := apiHandler(t, backends{store: st, keys: memory.NewStore(0)}, nil)
+	for _, tt := range []struct{ method, path, token, origin string }{
+		{http.MethodPost, "/codec/decode", token, ""},
+		{http.MethodPost, "/codec/encode", token, webUIOrigin},
+		{http.MethodPost, "/codec/decode", "", ""},
+		{http.MethodOptions, "/codec/encode", "", webUIOrigin},
+		{http.MethodOptions, "/codec/decode", "", webUIOrigin},
+		{http.MethodGet, "/codec/decode", token, ""},
+		{http.MethodPost, "/codec/other", token, ""},
+	} {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.path, strings.NewReader(`{"payloads": []}`))
+			r.Header.Set("Content-Type", "application/json")
+			if tt.token != "" {
+				r.Header.Set("Authorization", "Bearer "+tt.token)
+			}
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+				r.Header.Set("Access-Control-Request-Method", "POST")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != "application/problem+json" ||
+				!strings.Contains(rec.Body.String(), payloadcodec.ProblemNotEnabled) {
+				t.Fatalf("%d %s %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 			}
 		})
 	}

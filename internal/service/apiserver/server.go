@@ -184,9 +184,9 @@ type backends struct {
 }
 
 // buildHandler builds the API's handler (authentication, idempotency,
-// admission, metrics, and the codec endpoint beside it when b has a codec;
-// inside a server span per request when tracing is on) for a listener on
-// addr.
+// admission, metrics, and the codec endpoint beside it: served when b has a
+// codec, answered 404 codec-not-enabled otherwise; inside a server span per
+// request when tracing is on) for a listener on addr.
 func buildHandler(ctx context.Context, cfg Config, b backends, addr net.Addr, logger *slog.Logger) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -211,10 +211,11 @@ func buildHandler(ctx context.Context, cfg Config, b backends, addr net.Addr, lo
 		Admission:      &admission.Limiter{MaxInFlight: cfg.MaxInFlight, MaxQueue: queueSize(cfg.MaxQueue), MaxWait: cfg.MaxWait},
 		Logger:         logger,
 	}
-	handler := api.Handler()
+	codec := payloadcodec.Disabled()
 	if b.codec != nil {
-		handler = withCodecEndpoint(handler, codecEndpoint(b.codec, b.codecOrigins, authn))
+		codec = codecEndpoint(b.codec, b.codecOrigins, authn)
 	}
+	handler := withCodecEndpoint(api.Handler(), codec)
 	if tracing.Enabled() {
 		handler = tracing.HTTPHandler(handler, "entityflow-api", "/healthz", "/metrics")
 	}

@@ -198,7 +198,7 @@ func (a *Authenticator) apiKey(ctx context.Context, token string) (Principal, *r
 	case errors.Is(err, store.ErrRevokedAPIKey):
 		return Principal{}, invalid(reasonRevokedKey)
 	case err != nil:
-		a.logger().Warn("verifying an API key", "error", err)
+		a.logger().WarnContext(ctx, "verifying an API key", "error", err)
 		return Principal{}, &refusal{status: http.StatusServiceUnavailable,
 			detail: "the API key store is not reachable; retry after Retry-After seconds"}
 	}

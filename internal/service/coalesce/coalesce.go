@@ -2,10 +2,13 @@
 // is saturated as one batch: at most admission.Limiter.MaxInFlight calls run
 // per key, and the commands that would have queued behind them one by one
 // wait instead in the key's open batch, which takes the next free slot and
-// goes as one call. Each caller waits for its own command's outcome. It
-// lets a hot entity take many commands per update (Temporal allows 10
-// in-flight updates per workflow and a few hundred per second) without
-// refusing callers that a slot would have served one at a time.
+// goes as one call. Each caller waits for its own command's outcome, and is
+// answered by its own deadline, never another's: it leaves the batch when
+// its wait for a slot outlasts its own bound (admission.Limiter.WaitFor)
+// while the batch keeps its place for the others. It lets a hot entity
+// take many commands per update (Temporal allows 10 in-flight updates per
+// workflow and a few hundred per second) without refusing callers that a
+// slot would have served one at a time.
 package coalesce
 
 import (
@@ -69,7 +72,8 @@ type batch[T, R any] struct {
 	members []*member[R]
 	live    int  // members still waiting
 	sent    bool // the batch took a slot (or was refused); no one joins or leaves now
-	// ctx bounds the wait for a slot; cancel ends it once every member left.
+	// ctx is the wait for a slot, which lasts while any member waits:
+	// cancel ends it once every member left.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -91,10 +95,14 @@ type result[R any] struct {
 // Do sends item for key in the key's open batch (opening one if there is
 // none, or it is full) and returns its outcome, and whether its batch
 // waited for a slot. It returns a *admission.BusyError when the batch was
-// refused a slot (nothing was sent), an error wrapping ErrNotSent when ctx
-// ended before the batch took a slot, and one wrapping ErrLeft when ctx
+// refused a slot at once, or when the command waited for one longer than
+// its own bound (Limiter.WaitFor(ctx): MaxWait, or half the time left
+// before ctx's deadline), nothing sent; an error wrapping ErrNotSent when
+// ctx ended before the batch took a slot; and one wrapping ErrLeft when ctx
 // ended while the batch was in flight. A command beyond MaxWaiting is
-// refused at once with a *admission.BusyError.
+// refused at once with a *admission.BusyError. A command that leaves a
+// waiting batch leaves it to the others: the batch waits for its slot
+// while any of its commands still waits.
 func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, queued bool, err error) {
 	m := &member[R]{ctx: ctx, done: make(chan result[R], 1)}
 	b.mu.Lock()
@@ -110,13 +118,9 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	bt := b.open[key]
 	if bt == nil || len(bt.items) >= b.maxBatch() {
 		bt = &batch[T, R]{}
-		// The wait for a slot lasts as long as the first member would wait
-		// (admission bounds it by its deadline), and ends early only when
-		// every member has left.
+		// The wait for a slot is no member's: it lasts until the batch is
+		// sent or every member has left, each by its own bound below.
 		bt.ctx, bt.cancel = context.WithCancel(context.WithoutCancel(ctx))
-		if d, ok := ctx.Deadline(); ok {
-			bt.ctx, bt.cancel = withDeadline(bt.ctx, bt.cancel, d)
-		}
 		b.open[key] = bt
 		go b.run(key, bt)
 	}
@@ -125,10 +129,17 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	bt.live++
 	b.mu.Unlock()
 
+	// The command waits for a slot as long as it would alone.
+	bound := time.NewTimer(b.Limiter.WaitFor(ctx))
+	defer bound.Stop()
+	var refused error
 	select {
 	case r := <-m.done:
 		return r.Value, r.queued, r.Err
 	case <-ctx.Done():
+		refused = fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+	case <-bound.C:
+		refused = &admission.BusyError{Key: key, Queued: true, RetryAfter: b.Limiter.RetryAfter(key)}
 	}
 	b.mu.Lock()
 	if !bt.sent {
@@ -144,9 +155,16 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 			}
 		}
 		b.mu.Unlock()
-		return value, false, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+		return value, false, refused
 	}
 	b.mu.Unlock()
+	// Sent (or being sent) as the bound passed: the command is in flight,
+	// and its answer is awaited until ctx ends.
+	select {
+	case r := <-m.done:
+		return r.Value, r.queued, r.Err
+	case <-ctx.Done():
+	}
 	select {
 	case r := <-m.done:
 		return r.Value, r.queued, r.Err
@@ -155,16 +173,10 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	}
 }
 
-// withDeadline bounds ctx by d, keeping one cancel for both.
-func withDeadline(ctx context.Context, cancel context.CancelFunc, d time.Time) (context.Context, context.CancelFunc) {
-	dctx, dcancel := context.WithDeadline(ctx, d)
-	return dctx, func() { dcancel(); cancel() }
-}
-
 // run takes a slot for the batch, closes it and sends it.
 func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 	defer bt.cancel()
-	ticket, err := b.Limiter.Acquire(bt.ctx, key)
+	ticket, err := b.Limiter.AcquireUntil(bt.ctx, key)
 	b.mu.Lock()
 	if b.open[key] == bt {
 		delete(b.open, key)
@@ -212,7 +224,11 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 
 // sendContext is the context of a batch's call: the first member's values,
 // ended by none of the members leaving (the others still wait for their
-// answers), but bounded by the latest of their deadlines.
+// answers), but bounded by the latest of their deadlines, so that the call
+// lives as long as some caller still waits for it. Each caller is answered
+// by its own deadline all the same: one whose deadline passes first leaves
+// with ErrLeft (504 outcome-unknown over HTTP), its command still in the
+// call.
 func sendContext[R any](members []*member[R]) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, m := range members {

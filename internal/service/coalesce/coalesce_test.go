@@ -231,3 +231,54 @@ func TestWaitingCommandsAreBoundedPerKey(t *testing.T) {
 		t.Fatalf("after the batches went: %d, %v; want 120", v, err)
 	}
 }
+
+// Each caller's own deadline governs its own answer: a batch opened by a
+// caller with a short deadline keeps its place in the queue after that
+// caller gives up (refused busy at its own bound, half its time left), and
+// a later caller in the same batch, whose time is not up, is sent when the
+// slot frees instead of being refused with the first.
+func TestLaterCallerOutlivesTheFirstCallersDeadline(t *testing.T) {
+	l := &admission.Limiter{MaxInFlight: 1, MaxWait: time.Minute}
+	g := &gatedSend{gate: make(chan struct{})}
+	b := &coalesce.Batcher[int, int]{Limiter: l, Send: g.send}
+	do := func(ctx context.Context, n int) chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			v, q, err := b.Do(ctx, "k", n)
+			c <- answer{v, q, err}
+		}()
+		return c
+	}
+	holder := do(context.Background(), 0)
+	waitStats(t, l, "k", admission.Stats{InFlight: 1})
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	first := do(short, 2)
+	waitStats(t, l, "k", admission.Stats{InFlight: 1, Queued: 1})
+	later := do(context.Background(), 4)
+	time.Sleep(10 * time.Millisecond) // later joins first's batch
+	var busy *admission.BusyError
+	if a := <-first; !errors.As(a.err, &busy) || !busy.Queued {
+		t.Fatalf("the first caller, past its own bound: %+v, want busy after waiting", a)
+	}
+	select {
+	case a := <-later:
+		t.Fatalf("the later caller was answered with the first: %+v", a)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if s := l.Stats("k"); s != (admission.Stats{InFlight: 1, Queued: 1}) {
+		t.Fatalf("stats %+v: the batch left the queue with its first caller", s)
+	}
+	close(g.gate)
+	if a := <-holder; a.err != nil || a.value != 0 {
+		t.Fatalf("the holder: %+v", a)
+	}
+	if a := <-later; a.err != nil || a.value != 40 || !a.queued {
+		t.Fatalf("the later caller: %+v, want 40 after waiting", a)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if want := [][]int{{0}, {4}}; !slices.EqualFunc(g.calls, want, slices.Equal) {
+		t.Fatalf("calls %v, want %v", g.calls, want)
+	}
+}

@@ -61,7 +61,8 @@ func (s *Server) refuseAdmission(w http.ResponseWriter, customer string, err err
 	s.Metrics.admissionOutcome("canceled")
 	w.Header().Set("Retry-After", retryAfterUnavailable)
 	problem.Write(w, problem.Details{Type: problemUnavailable, Title: "Request ended while queued",
-		Status: http.StatusServiceUnavailable, Detail: err.Error()})
+		Status: http.StatusServiceUnavailable, Detail: "the request ended (its deadline passed, or its caller left) while it waited for a slot of customer " + customer +
+			"'s entity; nothing was sent: retry with the same Idempotency-Key"})
 }
 
 // admissionOutcome counts one admission decision.

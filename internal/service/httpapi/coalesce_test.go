@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,4 +150,114 @@ func TestRefusalAloneMatchesRefusalInBatch(t *testing.T) {
 	rec := send(withKey(t, api), http.MethodPost, "/v1/customers/c-1/points", "k-1", fmt.Sprintf(`{"points":%d}`, unlucky))
 	assert.Equal(t, http.StatusUnprocessableEntity, rec.Code)
 	assert.JSONEq(t, `{"type":"https://entityflow.dev/problems/rejected/InvalidPointEvent","title":"Rejected by the entity","status":422,"detail":"13 points are unlucky"}`, rec.Body.String())
+}
+
+// gatedEntity is an entity whose n-th update waits for gates[n] (or its
+// context's end, reported as Temporal reports it) and then answers each
+// event with its own points, as echoTemporal does.
+type gatedEntity struct {
+	client.Client
+	gates []chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *gatedEntity) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
+	return nil
+}
+
+func (f *gatedEntity) UpdateWithStartWorkflow(ctx context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.mu.Lock()
+	gate := f.gates[f.calls]
+	f.calls++
+	f.mu.Unlock()
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return nil, client.NewWorkflowUpdateServiceTimeoutOrCanceledError(ctx.Err())
+	}
+	var events []rewards.PointEvent
+	switch arg := o.UpdateOptions.Args[0].(type) {
+	case rewards.PointEvent:
+		events = []rewards.PointEvent{arg}
+	case rewards.PointEventBatch:
+		events = arg.Events
+	}
+	return echoHandle{name: o.UpdateOptions.UpdateName, events: events}, nil
+}
+
+// Each caller of a coalesced batch is answered by its own deadline: the
+// caller that opened the batch, with a short deadline, is refused 429 at
+// its own bound (half its time left) while the batch keeps its place; a
+// later caller is sent when the slot frees, and gets its own 200; one
+// whose deadline passes while the batch is in flight gets 504
+// outcome-unknown, the others still their answers.
+func TestCoalescedCallersKeepTheirOwnDeadlines(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	fake := &gatedEntity{gates: []chan struct{}{make(chan struct{}), make(chan struct{})}}
+	limiter := &admission.Limiter{MaxInFlight: 1, MaxWait: time.Minute}
+	api := &httpapi.Server{
+		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
+		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
+		Admission:   limiter,
+		Timeout:     time.Minute,
+		Logger:      logger,
+	}
+	h := withKey(t, api)
+	entity := rewards.RewardsWorkflowIDFor("default", "c-hot")
+	post := func(deadline time.Duration, key string, points int) chan *httptest.ResponseRecorder {
+		c := make(chan *httptest.ResponseRecorder, 1)
+		go func() {
+			r := httptest.NewRequest(http.MethodPost, "/v1/customers/c-hot/points", strings.NewReader(fmt.Sprintf(`{"points":%d}`, points)))
+			if deadline > 0 {
+				ctx, cancel := context.WithTimeout(r.Context(), deadline)
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
+			r.Header.Set("Idempotency-Key", key)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			c <- rec
+		}()
+		return c
+	}
+	waitQueued := func(want admission.Stats) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for limiter.Stats(entity) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("stats %+v, want %+v", limiter.Stats(entity), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	holder := post(0, "k-holder", 1)
+	waitQueued(admission.Stats{InFlight: 1})
+	first := post(2*time.Second, "k-first", 2)
+	waitQueued(admission.Stats{InFlight: 1, Queued: 1})
+	later := post(0, "k-later", 3)
+	leaving := post(6*time.Second, "k-leaving", 4)
+	time.Sleep(50 * time.Millisecond) // both join first's batch
+
+	rec := <-first
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, "the first caller, past its own bound: %s", rec.Body)
+	assert.Equal(t, "https://entityflow.dev/problems/entity-busy", problemType(t, rec))
+	waitQueued(admission.Stats{InFlight: 1, Queued: 1}) // the batch kept its place
+	close(fake.gates[0])
+	rec = <-holder
+	require.Equal(t, http.StatusOK, rec.Code, "the holder: %s", rec.Body)
+	waitQueued(admission.Stats{InFlight: 1}) // the batch took the slot
+
+	rec = <-leaving
+	require.Equal(t, http.StatusGatewayTimeout, rec.Code, "a caller whose deadline passed in flight: %s", rec.Body)
+	assert.Equal(t, "https://entityflow.dev/problems/outcome-unknown", problemType(t, rec))
+	close(fake.gates[1])
+	rec = <-later
+	require.Equal(t, http.StatusOK, rec.Code, "the later caller: %s", rec.Body)
+	var res rewards.PointsResult
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
+	assert.Equal(t, int64(3), res.Points, "its own answer")
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	assert.Equal(t, 2, fake.calls, "the holder's update, then one batch (later and leaving)")
 }

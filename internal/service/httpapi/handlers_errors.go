@@ -17,7 +17,7 @@ import (
 
 // Problem types of the API's own answers (the idempotency layer has its own).
 const (
-	problemNotFound       = "https://entityflow.dev/problems/not-found"
+	problemNotFound       = problem.TypeNotFound
 	problemRejected       = "https://entityflow.dev/problems/rejected"
 	problemNotEnrolled    = "https://entityflow.dev/problems/not-enrolled"
 	problemTooManyRuns    = "https://entityflow.dev/problems/too-many-runs"
@@ -30,6 +30,10 @@ const (
 	// request a few seconds before the retry.
 	retryAfterOutcomeUnknown = "5"
 	detailDedupKeyInHeader   = "dedup_key must not be in the body: the Idempotency-Key header is the key"
+	// detailUnavailable is the detail of every 503 of a dependency down:
+	// which one, and why, is for the server's log.
+	detailUnavailable = "Temporal or the database is unavailable, so the request was not served; retry after Retry-After seconds " +
+		"(a command with the same Idempotency-Key)"
 )
 
 // invalid answers 400 with what is wrong (problem.InvalidRequest).
@@ -43,6 +47,11 @@ func invalid(w http.ResponseWriter, err error) {
 // unknown things are 404, a full activity is 429, a dependency down is 503 and
 // a command whose outcome is unknown at the deadline is 504 (these three
 // release the key, so the same key can be retried), anything else 500.
+//
+// A 5xx never carries err's text: a dependency's message (a database's
+// error, a server's address) tells a client about the server's insides and
+// nothing it can act on. err goes to the log, with the request's trace ID
+// when tracing is on (tracing.LogHandler), and the answer is a fixed one.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var appErr *temporal.ApplicationError
 	var verr *contracts.ValidationError
@@ -71,10 +80,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case unavailable(err):
 		s.logger().WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryAfterUnavailable)
-		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
+			Detail: detailUnavailable})
 	default:
 		s.logger().ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-		problem.Write(w, problem.Details{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: err.Error()})
+		problem.Write(w, problem.Details{Type: problemInternal, Title: "Internal error", Status: http.StatusInternalServerError,
+			Detail: "the request failed on an unexpected error, which the server's log records; retrying may not help"})
 	}
 }
 

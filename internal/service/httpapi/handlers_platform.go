@@ -213,7 +213,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		if err := c.ping(r.Context()); err != nil {
 			// /healthz needs no credentials: the answer names what is down,
 			// the log says why (errors carry hosts and ports).
-			s.logger().Warn("health check failed", "dependency", c.name, "error", err)
+			s.logger().WarnContext(r.Context(), "health check failed", "dependency", c.name, "error", err)
 			failed = append(failed, c.name)
 			continue
 		}

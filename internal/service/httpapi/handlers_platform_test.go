@@ -49,7 +49,7 @@ func TestEventsKeyDefaultsToEventID(t *testing.T) {
 			"https://entityflow.dev/problems/invalid-request"},
 		{"no header on points", http.MethodPost, "/v1/customers/c-1/points", "", `{"points":1}`, http.StatusBadRequest, http.StatusBadRequest, false,
 			idempotency.ProblemKeyMissing},
-		{"no header on a run", http.MethodPost, "/v1/activities/a-1/runs", "", "", http.StatusBadRequest, http.StatusBadRequest, false,
+		{"no header on a run", http.MethodPost, "/v1/activities/0b7e6a52-3f1c-4d8e-9a41-2c5f7d9e1b30/runs", "", "", http.StatusBadRequest, http.StatusBadRequest, false,
 			idempotency.ProblemKeyMissing},
 	}
 	for _, tt := range tests {

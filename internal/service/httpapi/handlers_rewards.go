@@ -20,14 +20,11 @@ import (
 // customer of the same ID is out of reach and, having no entity in this
 // tenant, answers 404 exactly as an unknown customer does.
 
-// customerRequest returns the customer the request names and a rewards
-// client for the request's tenant, or answers 400 and returns ok false.
+// customerRequest returns the customer the request names (checked by
+// checkPath) and a rewards client for the request's tenant, or answers 400
+// and returns ok false.
 func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (customer string, client *rewardsclient.Client, ok bool) {
 	customer = r.PathValue("id")
-	if err := rewards.ValidateCustomerID(customer); err != nil {
-		invalid(w, err)
-		return "", nil, false
-	}
 	tenant, err := requestTenant(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -37,7 +34,8 @@ func (s *Server) customerRequest(w http.ResponseWriter, r *http.Request) (custom
 }
 
 // applyPoints is POST /v1/customers/{id}/points: a PointEvent without
-// dedup_key; the scoped Idempotency-Key becomes the event's dedup key, so even
+// dedup_key, decoded as strictly as its schema (contracts.DecodeStrict:
+// names as spelt, no duplicates or nulls); the scoped Idempotency-Key becomes the event's dedup key, so even
 // a lost key store cannot make the entity apply the event twice. The event
 // goes to the customer's entity through points, the customer's admission
 // with coalescing: alone when a slot is free, else in one
@@ -56,7 +54,7 @@ func (s *Server) applyPoints(points *coalesce.Batcher[pointsCommand, rewards.Poi
 			return
 		}
 		var ev rewards.PointEvent
-		if err := contracts.DecodeObject(body, &ev); err != nil {
+		if err := contracts.DecodeStrict(body, &ev, "point event"); err != nil {
 			invalid(w, err)
 			return
 		}

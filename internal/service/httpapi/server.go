@@ -77,22 +77,26 @@ type Server struct {
 // definitions and runs activities:write, reading definitions and runs
 // activities:read. GET /healthz and GET /openapi.json need no credentials.
 // It panics when s.Auth is nil.
+//
+// A request no route takes is answered in problem+json (problem.Mux): 405
+// with Allow for a method the path's routes lack, 404 for any other. A path
+// parameter that no resource can have (pathParams) is answered 400 at the
+// edge, after the credentials and before anything else.
 func (s *Server) Handler() http.Handler {
-	mux, _ := s.build()
-	return mux
+	h, _ := s.build()
+	return h
 }
 
 // Routes returns the method and pattern of every route Handler serves, as
-// registered ("POST /v1/events"; not the catch-all 404), for the tests that
-// hold the OpenAPI document (contracts.OpenAPI) to them. It panics when
-// s.Auth is nil.
+// registered ("POST /v1/events"), for the tests that hold the OpenAPI
+// document (contracts.OpenAPI) to them. It panics when s.Auth is nil.
 func (s *Server) Routes() []string {
 	_, patterns := s.build()
 	return patterns
 }
 
 // build returns the API's handler and the patterns of its routes.
-func (s *Server) build() (*http.ServeMux, []string) {
+func (s *Server) build() (http.Handler, []string) {
 	if s.Auth == nil {
 		panic("httpapi: Server.Auth is nil: every route but GET /healthz needs credentials")
 	}
@@ -110,12 +114,13 @@ func (s *Server) build() (*http.ServeMux, []string) {
 		handle(pattern, s.Metrics.Instrument(pattern, s.withTimeout(h)))
 	}
 	read := func(pattern, scope string, h http.HandlerFunc) {
-		route(pattern, s.Auth.Require(scope, h))
+		route(pattern, s.Auth.Require(scope, checkPath(pattern, h)))
 	}
-	// A command refused by its tenant's rate never reaches the
-	// Idempotency-Key layer, so it claims no key.
+	// A command refused by its tenant's rate, or for a path parameter no
+	// resource can have, never reaches the Idempotency-Key layer, so it
+	// claims no key.
 	command := func(pattern, scope, operation string, key idempotency.KeyFunc, h http.HandlerFunc) {
-		route(pattern, s.Auth.Require(scope, tenants.Wrap(s.Idempotency.WrapOptionalKey(operation, key, h))))
+		route(pattern, s.Auth.Require(scope, checkPath(pattern, tenants.Wrap(s.Idempotency.WrapOptionalKey(operation, key, h)))))
 	}
 	limiter := s.Admission
 	if limiter == nil {
@@ -135,11 +140,7 @@ func (s *Server) build() (*http.ServeMux, []string) {
 	if s.MetricsHandler != nil {
 		handle("GET /metrics", s.metricsGuard(s.MetricsHandler))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem.Write(w, problem.Details{Type: problemNotFound, Title: "Not found", Status: http.StatusNotFound,
-			Detail: "no route for " + r.Method + " " + r.URL.Path})
-	})
-	return mux, patterns
+	return problem.Mux(mux), patterns
 }
 
 // openAPIDocument is the API's OpenAPI document, read once.

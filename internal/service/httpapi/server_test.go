@@ -54,6 +54,10 @@ func authedAPI(t *testing.T, cfg func(*httpapi.Server)) (*authtest.Keys, http.Ha
 	return keys, openapitest.Handler(t, api.Handler())
 }
 
+// activityID is an activity ID no test's database has (a UUID, as
+// activity and run IDs are).
+const activityID = "0b7e6a52-3f1c-4d8e-9a41-2c5f7d9e1b30"
+
 // routes are the API's routes with the scope each needs, and what a request
 // with that scope and nothing else is answered (no Idempotency-Key, empty
 // backends): anything but 401, 403 and 429 shows it got past the auth layer.
@@ -66,10 +70,10 @@ var routes = []struct {
 	{"POST", "/v1/customers/c-1/enroll", auth.ScopeRewardsWrite, http.StatusBadRequest},
 	{"GET", "/v1/customers/c-1", auth.ScopeRewardsRead, http.StatusNotFound},
 	{"POST", "/v1/events", auth.ScopeActivitiesWrite, http.StatusBadRequest},
-	{"PUT", "/v1/activities/a-1", auth.ScopeActivitiesWrite, http.StatusBadRequest},
-	{"GET", "/v1/activities/a-1", auth.ScopeActivitiesRead, http.StatusNotFound},
-	{"POST", "/v1/activities/a-1/runs", auth.ScopeActivitiesWrite, http.StatusBadRequest},
-	{"GET", "/v1/runs/r-1", auth.ScopeActivitiesRead, http.StatusNotFound},
+	{"PUT", "/v1/activities/" + activityID, auth.ScopeActivitiesWrite, http.StatusBadRequest},
+	{"GET", "/v1/activities/" + activityID, auth.ScopeActivitiesRead, http.StatusNotFound},
+	{"POST", "/v1/activities/" + activityID + "/runs", auth.ScopeActivitiesWrite, http.StatusBadRequest},
+	{"GET", "/v1/runs/" + activityID, auth.ScopeActivitiesRead, http.StatusNotFound},
 }
 
 // request serves one request through h with the bearer token (none when

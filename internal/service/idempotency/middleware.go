@@ -229,7 +229,7 @@ func (m *Middleware) serve(op string, derive KeyFunc, h http.Handler, w http.Res
 	claim, err := m.Store.Claim(ctx, scoped, fp, m.lockTTL())
 	cancel()
 	if err != nil {
-		m.storeUnavailable(w, op, log, err)
+		m.storeUnavailable(r.Context(), w, op, log, err)
 		return
 	}
 	switch {
@@ -249,15 +249,17 @@ func (m *Middleware) serve(op string, derive KeyFunc, h http.Handler, w http.Res
 		m.Metrics.replayed(op)
 		replay(w, claim.Response)
 	default:
-		m.storeUnavailable(w, op, log, fmt.Errorf("claim idempotency key: unusable answer %s (response %v)", claim.Outcome, claim.Response != nil))
+		m.storeUnavailable(r.Context(), w, op, log, fmt.Errorf("claim idempotency key: unusable answer %s (response %v)", claim.Outcome, claim.Response != nil))
 	}
 }
 
 // storeUnavailable answers 503 for a claim the store could not settle: the
-// command is not run without its key held.
-func (m *Middleware) storeUnavailable(w http.ResponseWriter, op string, log *slog.Logger, err error) {
+// command is not run without its key held. The store's error goes to the
+// log (with the request's trace ID when tracing is on), never to the
+// client.
+func (m *Middleware) storeUnavailable(ctx context.Context, w http.ResponseWriter, op string, log *slog.Logger, err error) {
 	m.Metrics.storeError(op, phaseClaim)
-	log.Error("idempotency store failed; command refused", "error", err)
+	log.ErrorContext(ctx, "idempotency store failed; command refused", "error", err)
 	w.Header().Set("Retry-After", "1")
 	problem.Write(w, problem.Details{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
 		Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked, so the request was not run; retry later"})
@@ -270,7 +272,7 @@ func (m *Middleware) run(op, scoped, owner string, body []byte, h http.Handler, 
 	returned := false
 	defer func() {
 		if !returned {
-			log.Error("handler panicked; releasing its idempotency key")
+			log.ErrorContext(settleCtx, "handler panicked; releasing its idempotency key")
 			m.release(settleCtx, op, scoped, owner, log)
 		}
 	}()
@@ -305,12 +307,12 @@ func (m *Middleware) complete(ctx context.Context, op, scoped, owner string, res
 		m.Metrics.completed(op)
 	case errors.Is(err, ErrNotOwner):
 		m.Metrics.completionFailed(op)
-		log.Warn("idempotency lock expired before the response could be stored; a retry may have run the command again",
+		log.WarnContext(ctx, "idempotency lock expired before the response could be stored; a retry may have run the command again",
 			"status", resp.Status, "lock_ttl", m.lockTTL())
 	default:
 		m.Metrics.completionFailed(op)
 		m.Metrics.storeError(op, phaseComplete)
-		log.Error("storing the response of an idempotency key failed; the key stays locked until its lock expires",
+		log.ErrorContext(ctx, "storing the response of an idempotency key failed; the key stays locked until its lock expires",
 			"status", resp.Status, "error", err)
 	}
 }
@@ -325,11 +327,11 @@ func (m *Middleware) release(ctx context.Context, op, scoped, owner string, log 
 		m.Metrics.released(op)
 	case errors.Is(err, ErrNotOwner):
 		m.Metrics.releaseFailed(op)
-		log.Warn("idempotency lock expired before the key could be released", "lock_ttl", m.lockTTL())
+		log.WarnContext(ctx, "idempotency lock expired before the key could be released", "lock_ttl", m.lockTTL())
 	default:
 		m.Metrics.releaseFailed(op)
 		m.Metrics.storeError(op, phaseRelease)
-		log.Error("releasing an idempotency key failed; the key stays locked until its lock expires", "error", err)
+		log.ErrorContext(ctx, "releasing an idempotency key failed; the key stays locked until its lock expires", "error", err)
 	}
 }
 

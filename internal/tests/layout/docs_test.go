@@ -1,13 +1,17 @@
 package layout
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // maxREADMELines bounds README.md: it is the newcomer's page, and the rest
@@ -230,5 +234,45 @@ func TestDocParsers(t *testing.T) {
 				t.Errorf("anchors = %v, want %q among them", anchors(tt.md), tt.anchor)
 			}
 		})
+	}
+}
+
+var (
+	// currentRelease captures what a page says the current rewards release is.
+	currentRelease = regexp.MustCompile(`(?i)current rewards release is (\d+)`)
+	// replayFixtures captures what a page says the replay fixtures number.
+	replayFixtures = regexp.MustCompile(`(\d+) replay fixtures`)
+)
+
+// The pages a newcomer meets first state the current rewards release and
+// the number of replay fixtures, and every page that states them states
+// what the code and workflows/testdata/manifest.json hold: raising
+// RewardsRelease or recording fixtures without the docs fails here.
+func TestDocsStateTheCurrentReleaseAndFixtures(t *testing.T) {
+	root := repoRoot(t)
+	var manifest struct {
+		Fixtures []json.RawMessage `json:"fixtures"`
+	}
+	if err := json.Unmarshal([]byte(read(t, filepath.Join(root, "workflows", "testdata", "manifest.json"))), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	want := map[*regexp.Regexp]string{
+		currentRelease: strconv.Itoa(rewards.RewardsRelease),
+		replayFixtures: strconv.Itoa(len(manifest.Fixtures)),
+	}
+	required := map[string]bool{"README.md": true, "docs/development.md": true}
+	for _, file := range docFiles(t, root) {
+		md := read(t, filepath.Join(root, file))
+		for re, value := range want {
+			found := re.FindAllStringSubmatch(md, -1)
+			if len(found) == 0 && required[file] {
+				t.Errorf("%s does not say %q with %s", file, re, value)
+			}
+			for _, m := range found {
+				if m[1] != value {
+					t.Errorf("%s says %q: want %s", file, m[0], value)
+				}
+			}
+		}
 	}
 }
