@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -104,20 +105,23 @@ func TestCodecEndpointCredentials(t *testing.T) {
 	}
 }
 
-// apiHandler is the handler serve builds (listen) over b, with testConfig
-// changed by set, checked against the OpenAPI document (openapitest).
+// loopback is the address of the tests' listeners: a loopback one, where
+// /metrics needs no token.
+var loopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+// apiHandler is the handler serve builds (buildHandler) over b, with
+// testConfig changed by set, checked against the OpenAPI document
+// (openapitest).
 func apiHandler(t *testing.T, b backends, set func(*Config)) http.Handler {
 	t.Helper()
 	cfg := testConfig()
-	cfg.HTTPAddr = "127.0.0.1:0"
 	if set != nil {
 		set(&cfg)
 	}
-	h, ln, err := listen(t.Context(), cfg, b, slog.New(slog.DiscardHandler))
+	h, err := buildHandler(t.Context(), cfg, b, loopback, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln.Close()
 	return openapitest.Handler(t, h)
 }
 

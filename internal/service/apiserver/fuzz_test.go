@@ -267,15 +267,13 @@ func fuzzStacks(f *testing.F) []fuzzStack {
 		s.creds[credGarbage] = "efk_nothere_" + strings.Repeat("x", 43)
 		s.creds[credReadOnly] = keys.Issue(f, "default", auth.ScopeRewardsRead, auth.ScopeActivitiesRead)
 		cfg := testConfig()
-		cfg.HTTPAddr = "127.0.0.1:0"
 		cfg.LockTTL = 15 * time.Second // requests of 10 s at most
 		cfg.Auth.TenantRate = math.Inf(1)
 		cfg.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-		h, ln, err := listen(f.Context(), cfg, backends{temporal: srv.Client(), store: st, keys: memory.NewStore(0)}, slog.New(slog.DiscardHandler))
+		h, err := buildHandler(f.Context(), cfg, backends{temporal: srv.Client(), store: st, keys: memory.NewStore(0)}, loopback, slog.New(slog.DiscardHandler))
 		if err != nil {
 			f.Fatal(err)
 		}
-		ln.Close()
 		hs := httptest.NewServer(h)
 		f.Cleanup(hs.Close)
 		s.url = hs.URL
