@@ -74,8 +74,8 @@ func TestFeedUnenrollWaitsForABatchHeldByTheOutbox(t *testing.T) {
 	if len(res.Results) != 300 {
 		t.Fatalf("%d answers to a batch of 300", len(res.Results))
 	}
-	e.waitClosed(ctx, []string{cust})
-	n := check(t, e.readStream(ctx), []string{cust})
+	e.waitClosed(ctx, []string{id})
+	n := check(t, e.readStream(ctx), []string{id})
 	// enrolled, 751 balance changes, basic -> gold, unenrolled
 	if n != 754 {
 		t.Fatalf("%d changes in the stream, want 754", n)

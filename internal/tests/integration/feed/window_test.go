@@ -159,7 +159,7 @@ func TestFeedWorkerDiedMidPublishPastTheWindow(t *testing.T) {
 		t.Logf("stream: %s %s", m.msgID, m.change.Kind)
 	}
 	// enrolled, balance_changed, tier_changed, unenrolled
-	if n := check(t, msgs, []string{cust}); n != 4 {
+	if n := check(t, msgs, []string{id}); n != 4 {
 		t.Fatalf("%d changes in the stream, want 4", n)
 	}
 	recordIfAsked(t, tc, cust, "feed-died")
