@@ -43,8 +43,8 @@ func (in *Ingress) parsePoint(cfg Config, m delivery) (parsed, error) {
 		return p, reject(ReasonUnknownTenant, fmt.Errorf("tenant %q is not served by this ingress", tenant))
 	}
 	var ev rewards.PointEvent
-	if err := contracts.DecodeObject(m.Data(), &ev); err != nil {
-		return p, reject(ReasonInvalidPayload, fmt.Errorf("point event: %w", err))
+	if err := contracts.DecodeStrict(m.Data(), &ev, "point event"); err != nil {
+		return p, reject(ReasonInvalidPayload, err)
 	}
 	pos := m.Position()
 	ev.DedupKey, _ = DedupKey(ev.DedupKey, nats.Header(m.Header()), pos.Stream, pos.Sequence)

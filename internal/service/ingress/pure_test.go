@@ -172,3 +172,37 @@ func TestDecide(t *testing.T) {
 		t.Errorf("MaxDeliveries 0 must never give up, got %v", d.Action)
 	}
 }
+
+// A point event's body is read as strictly as the HTTP API reads it: member
+// names as spelt, no duplicate, no null, no unknown member, no trailing
+// data; each refusal is invalid-payload.
+func TestParsePointIsStrict(t *testing.T) {
+	in := &Ingress{Rewards: &rewardsclient.Client{}}
+	cfg := Config{}.withDefaults()
+	tests := []struct {
+		body   string
+		reason string // empty: accepted
+	}{
+		{`{"dedup_key":"k-1","points":5}`, ""},
+		{`{"dedup_key":"","activity":"","points":5}`, ""},
+		{`{"POINTS":5}`, ReasonInvalidPayload},
+		{`{"points":5,"points":6}`, ReasonInvalidPayload},
+		{`{"points":null}`, ReasonInvalidPayload},
+		{`{"points":5,"extra":1}`, ReasonInvalidPayload},
+		{`{"points":5} {}`, ReasonInvalidPayload},
+		{`{"points":5.0}`, ReasonInvalidPayload},
+		{`{"points":0}`, ReasonInvalidPayload},
+	}
+	for _, tt := range tests {
+		m := newFakeMsg(PointsSubject(cfg.PointsPrefix, "t-1", "c-1"), 1)
+		m.data = []byte(tt.body)
+		_, err := in.parsePoint(cfg, m)
+		var rej *Rejection
+		switch {
+		case tt.reason == "" && err != nil:
+			t.Errorf("%s: %v, want it accepted", tt.body, err)
+		case tt.reason != "" && (!errors.As(err, &rej) || rej.Reason != tt.reason):
+			t.Errorf("%s: %v, want %s", tt.body, err, tt.reason)
+		}
+	}
+}
