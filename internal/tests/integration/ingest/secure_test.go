@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -497,66 +496,14 @@ func runIngressOn(t *testing.T, e *env, js jetstream.JetStream) {
 	})
 }
 
-// operatorSetup makes a decentralized (JWT) setup: an operator, a system
-// account and an application account with JetStream, whose users are the
-// ingress and tenant t-1's publisher with secure.conf's permissions; it
-// returns the server configuration and the two users' .creds files.
+// operatorSetup makes a decentralized (JWT) setup (natsserver.NewOperator)
+// whose users are the ingress and tenant t-1's publisher with secure.conf's
+// permissions; it returns the server configuration and the two users'
+// .creds files.
 func operatorSetup(t *testing.T) (conf, ingressCreds, publisherCreds string) {
 	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	operator, err := nkeys.CreateOperator()
-	must(err)
-	opub, err := operator.PublicKey()
-	must(err)
-	account := func(name string, jetStream bool) (nkeys.KeyPair, string, string) {
-		kp, err := nkeys.CreateAccount()
-		must(err)
-		pub, err := kp.PublicKey()
-		must(err)
-		ac := jwt.NewAccountClaims(pub)
-		ac.Name = name
-		if jetStream {
-			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
-		}
-		token, err := ac.Encode(operator)
-		must(err)
-		return kp, pub, token
-	}
-	_, sysPub, sysJWT := account("SYS", false)
-	app, appPub, appJWT := account("APP", true)
-	oc := jwt.NewOperatorClaims(opub)
-	oc.Name = "entityflow test"
-	oc.SystemAccount = sysPub
-	opJWT, err := oc.Encode(operator)
-	must(err)
-	dir := t.TempDir()
-	user := func(name string, pub, sub []string) string {
-		kp, err := nkeys.CreateUser()
-		must(err)
-		upub, err := kp.PublicKey()
-		must(err)
-		uc := jwt.NewUserClaims(upub)
-		uc.Name = name
-		uc.Pub.Allow.Add(pub...)
-		uc.Sub.Allow.Add(sub...)
-		token, err := uc.Encode(app)
-		must(err)
-		seed, err := kp.Seed()
-		must(err)
-		creds, err := jwt.FormatUserConfig(token, seed)
-		must(err)
-		f := filepath.Join(dir, name+".creds")
-		must(os.WriteFile(f, creds, 0o600))
-		return f
-	}
-	ingressCreds = user("ingress", []string{"$JS.API.>", "$JS.ACK.>", "$KV.>", "ingest.dead.>", "rewards.>", "events.>"}, []string{"_INBOX.>"})
-	publisherCreds = user("publisher-t-1", []string{"rewards.t-1.>", "events.t-1", "events.t-1.>"}, []string{"_INBOX_t-1.>"})
-	conf = fmt.Sprintf("operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %q\n  %s: %q\n}\n",
-		opJWT, sysPub, sysPub, sysJWT, appPub, appJWT)
-	return conf, ingressCreds, publisherCreds
+	op := natsserver.NewOperator(t)
+	ingressCreds = op.User(t, "ingress", []string{"$JS.API.>", "$JS.ACK.>", "$KV.>", "ingest.dead.>", "ingest.replay.>"}, []string{"_INBOX.>"})
+	publisherCreds = op.User(t, "publisher-t-1", []string{"rewards.t-1.>", "events.t-1", "events.t-1.>"}, []string{"_INBOX_t-1.>"})
+	return op.Conf, ingressCreds, publisherCreds
 }
