@@ -718,7 +718,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The database, Temporal or the idempotency key store is down, or the request's deadline passed while queued; the key is released. */
+        /** @description The database, Temporal or the idempotency key store is down (or the API is still opening its database at start), or the request's deadline passed while queued; the key is released. */
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfterOptional"];
@@ -819,6 +819,7 @@ export interface operations {
             204: components["responses"]["CodecPreflight"];
             403: components["responses"]["CodecOriginRefused"];
             404: components["responses"]["CodecNotEnabled"];
+            503: components["responses"]["Unavailable"];
         };
     };
     codecEncode: {
@@ -856,6 +857,7 @@ export interface operations {
             204: components["responses"]["CodecPreflight"];
             403: components["responses"]["CodecOriginRefused"];
             404: components["responses"]["CodecNotEnabled"];
+            503: components["responses"]["Unavailable"];
         };
     };
     health: {
@@ -900,6 +902,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
         };
     };
     openAPI: {

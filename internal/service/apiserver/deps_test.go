@@ -167,6 +167,8 @@ func TestServeWhileTheDatabaseIsDown(t *testing.T) {
 		{method: "GET", path: "/v1/customers/deps-1", status: 503, problem: unavailableProblem, retry: true},
 		{method: "POST", path: "/v1/customers/deps-1/points", body: pointsBody, status: 503, problem: unavailableProblem, retry: true},
 		{method: "GET", path: "/v1/activities/" + activityID, status: 503, problem: unavailableProblem, retry: true},
+		{method: "GET", path: "/metrics", status: 503, problem: unavailableProblem, retry: true},
+		{method: "OPTIONS", path: "/codec/decode", status: 503, problem: unavailableProblem, retry: true},
 	})
 	if out.String() != "" {
 		t.Errorf("serve printed its start lines with the database down: %q", out.String())
