@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,8 +116,15 @@ func (c *apiClient) check(what string, tests []expect) {
 			c.t.Errorf("%s: %s %s: %d %s Retry-After %q %s; want %d %s, Retry-After %v", what, e.method, e.path,
 				a.status, a.problem, a.retryAfter, a.body, e.status, e.problem, e.retry)
 		}
+		if a.status >= 500 && dependencyText.MatchString(a.body) {
+			c.t.Errorf("%s: %s %s: a %d carries a dependency's message: %s", what, e.method, e.path, a.status, a.body)
+		}
 	}
 }
+
+// dependencyText matches what a dependency's own error says (a timeout, a
+// refused or cut connection, an address), which no 5xx answer may carry.
+var dependencyText = regexp.MustCompile(`deadline exceeded|dial tcp|connection refused|127\.0\.0\.1|EOF|sql:|pgx|redis`)
 
 const (
 	unavailableProblem = "https://entityflow.dev/problems/dependency-unavailable"
