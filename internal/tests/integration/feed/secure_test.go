@@ -4,15 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/entityflow/entityflow/internal/service/changefeed"
 	"github.com/entityflow/entityflow/internal/service/ingress"
@@ -54,32 +50,9 @@ func newSecuredBus(t *testing.T) *securedBus {
 	b := &securedBus{ca: tlstest.NewCA(t, "entityflow test CA")}
 	b.serverCert, b.serverKey = b.ca.Server(t, "nats-server")
 	b.clientCert, b.clientKey = b.ca.Client(t, "entityflow worker")
-	b.feedNkey, b.feedSeed = userKey(t, "feed")
-	b.ingressNkey, b.ingressSeed = userKey(t, "ingress")
+	b.feedNkey, b.feedSeed = natsserver.UserKey(t, "feed")
+	b.ingressNkey, b.ingressSeed = natsserver.UserKey(t, "ingress")
 	return b
-}
-
-// userKey creates a user nkey and returns its public key and the path of
-// its seed.
-func userKey(t *testing.T, name string) (public, seedFile string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	public, err = kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedFile = filepath.Join(t.TempDir(), name+".nk")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return public, seedFile
 }
 
 // tlsEnv is the server's TLS files, for its configuration.
@@ -92,18 +65,6 @@ func (b *securedBus) secureEnv() []string {
 	return append(b.tlsEnv(), "NATS_INGRESS_PASSWORD="+ingressPassword, "NATS_INGRESS_NKEY="+b.ingressNkey,
 		"NATS_FEED_PASSWORD="+feedPassword, "NATS_FEED_NKEY="+b.feedNkey,
 		"NATS_PUBLISHER_T1_PASSWORD=t-1-test-password", "NATS_PUBLISHER_T2_PASSWORD=t-2-test-password")
-}
-
-// conf writes a configuration of TLS with client certificates required and
-// body, and returns its path.
-func (b *securedBus) conf(t *testing.T, body string) string {
-	t.Helper()
-	tlsBlock := "tls {\n  cert_file: $NATS_SERVER_CERT\n  key_file: $NATS_SERVER_KEY\n  ca_file: $NATS_SERVER_CA\n  verify: true\n}\njetstream: enabled\n"
-	f := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(f, []byte(tlsBlock+body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // start runs a nats-server with conf and env until the test ends.
@@ -162,11 +123,11 @@ func TestFeedOnTheSecuredBus(t *testing.T) {
 			return []string{"-nats-nkey", b.feedSeed}, nil, nats.UserInfo("ingress", ingressPassword)
 		}},
 		{"token", func(t *testing.T) ([]string, []string, nats.Option) {
-			e.nats = b.start(t, b.conf(t, "authorization {\n  token: $NATS_TEST_TOKEN\n}\n"), append(b.tlsEnv(), "NATS_TEST_TOKEN="+feedToken))
+			e.nats = b.start(t, natsserver.TLSConf(t, "authorization {\n  token: $NATS_TEST_TOKEN\n}\n"), append(b.tlsEnv(), "NATS_TEST_TOKEN="+feedToken))
 			return nil, []string{"NATS_TOKEN=" + feedToken}, nats.Token(feedToken)
 		}},
 		{"creds", func(t *testing.T) ([]string, []string, nats.Option) {
-			e.nats = b.start(t, b.conf(t, op.Conf), b.tlsEnv())
+			e.nats = b.start(t, natsserver.TLSConf(t, op.Conf), b.tlsEnv())
 			return []string{"-nats-creds", feedCreds}, nil, nats.UserCredentials(readerCreds)
 		}},
 	}
@@ -216,14 +177,9 @@ func TestSecureBusFeedPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	errs := make(chan error, 16)
+	toErrs, errs := natsserver.ErrorsTo()
 	nc, err := ingress.Connect(ctx, srv.URL, "test feed", b.tls(ingress.Security{User: "feed", Password: feedPassword}), logger,
-		nats.CustomInboxPrefix(changefeed.InboxPrefix), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			select {
-			case errs <- err:
-			default:
-			}
-		}))
+		nats.CustomInboxPrefix(changefeed.InboxPrefix), toErrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,14 +213,9 @@ func TestSecureBusFeedPermissions(t *testing.T) {
 			return nc.Flush()
 		}
 	}
-	tests := []struct {
-		name      string
-		do        func(context.Context) error
-		wantErr   bool
-		violation string // in the server's asynchronous error; empty: none
-	}{
-		{name: "creates its stream", do: func(ctx context.Context) error { return changefeed.EnsureStream(ctx, js, cfg) }},
-		{name: "widens its stream's duplicate window", do: func(ctx context.Context) error {
+	natsserver.CheckPermissions(t, errs, 3*time.Second, []natsserver.PermissionCase{
+		{Name: "creates its stream", Do: func(ctx context.Context) error { return changefeed.EnsureStream(ctx, js, cfg) }},
+		{Name: "widens its stream's duplicate window", Do: func(ctx context.Context) error {
 			s, err := ijs.Stream(ctx, changefeed.DefaultStream)
 			if err != nil {
 				return err
@@ -276,53 +227,31 @@ func TestSecureBusFeedPermissions(t *testing.T) {
 			}
 			return changefeed.EnsureStream(ctx, js, cfg)
 		}},
-		{name: "publishes changes", do: func(ctx context.Context) error { return p.Publish(ctx, batch(1, 2), false) }},
-		{name: "publishes again, reading the last change", do: func(ctx context.Context) error { return p.Publish(ctx, batch(1, 3), true) }},
-		{name: "point events", do: publish("rewards.t-1.c-1.points"), wantErr: true, violation: `Publish to "rewards.t-1.c-1.points"`},
-		{name: "envelopes", do: publish("events.t-1"), wantErr: true, violation: `Publish to "events.t-1"`},
-		{name: "dead letters", do: publish("ingest.dead.rewards.t-1.c-1.points"), wantErr: true, violation: `Publish to "ingest.dead.rewards.t-1.c-1.points"`},
-		{name: "subscribing to the ingress's inbox", do: subscribe("_INBOX.>"), violation: `Subscription to "_INBOX.>"`},
-		{name: "subscribing to the changes", do: subscribe("changes.rewards.>"), violation: `Subscription to "changes.rewards.>"`},
-		{name: "reading another stream", do: func(ctx context.Context) error {
+		{Name: "publishes changes", Do: func(ctx context.Context) error { return p.Publish(ctx, batch(1, 2), false) }},
+		{Name: "publishes again, reading the last change", Do: func(ctx context.Context) error { return p.Publish(ctx, batch(1, 3), true) }},
+		{Name: "point events", Do: publish("rewards.t-1.c-1.points"), WantErr: true, Violation: `Publish to "rewards.t-1.c-1.points"`},
+		{Name: "envelopes", Do: publish("events.t-1"), WantErr: true, Violation: `Publish to "events.t-1"`},
+		{Name: "dead letters", Do: publish("ingest.dead.rewards.t-1.c-1.points"), WantErr: true, Violation: `Publish to "ingest.dead.rewards.t-1.c-1.points"`},
+		{Name: "subscribing to the ingress's inbox", Do: subscribe("_INBOX.>"), Violation: `Subscription to "_INBOX.>"`},
+		{Name: "subscribing to the changes", Do: subscribe("changes.rewards.>"), Violation: `Subscription to "changes.rewards.>"`},
+		{Name: "reading another stream", Do: func(ctx context.Context) error {
 			_, err := js.Stream(ctx, ingress.DefaultPointsStream)
 			return err
-		}, wantErr: true, violation: `Publish to "$JS.API.STREAM.INFO.` + ingress.DefaultPointsStream + `"`},
-		{name: "creating a consumer", do: func(ctx context.Context) error {
+		}, WantErr: true, Violation: `Publish to "$JS.API.STREAM.INFO.` + ingress.DefaultPointsStream + `"`},
+		{Name: "creating a consumer", Do: func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateConsumer(ctx, changefeed.DefaultStream, jetstream.ConsumerConfig{Durable: "mine"})
 			return err
-		}, wantErr: true, violation: `Publish to "$JS.API.CONSUMER.CREATE.` + changefeed.DefaultStream},
-		{name: "purging its stream", do: func(ctx context.Context) error {
+		}, WantErr: true, Violation: `Publish to "$JS.API.CONSUMER.CREATE.` + changefeed.DefaultStream},
+		{Name: "purging its stream", Do: func(ctx context.Context) error {
 			s, err := js.Stream(ctx, changefeed.DefaultStream)
 			if err != nil {
 				return err
 			}
 			return s.Purge(ctx)
-		}, wantErr: true, violation: `Publish to "$JS.API.STREAM.PURGE.` + changefeed.DefaultStream + `"`},
-		{name: "deleting its stream", do: func(ctx context.Context) error { return js.DeleteStream(ctx, changefeed.DefaultStream) },
-			wantErr: true, violation: `Publish to "$JS.API.STREAM.DELETE.` + changefeed.DefaultStream + `"`},
-	}
-	for _, tt := range tests {
-		for len(errs) > 0 {
-			<-errs
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := tt.do(ctx)
-		cancel()
-		if (err != nil) != tt.wantErr {
-			t.Errorf("%s: error %v, want one: %v", tt.name, err, tt.wantErr)
-		}
-		var violation error
-		select {
-		case violation = <-errs:
-		case <-time.After(time.Second):
-		}
-		switch {
-		case tt.violation == "" && violation != nil:
-			t.Errorf("%s: %v", tt.name, violation)
-		case tt.violation != "" && (violation == nil || !strings.Contains(violation.Error(), tt.violation)):
-			t.Errorf("%s: the server's error %v, want a permissions violation for %s", tt.name, violation, tt.violation)
-		}
-	}
+		}, WantErr: true, Violation: `Publish to "$JS.API.STREAM.PURGE.` + changefeed.DefaultStream + `"`},
+		{Name: "deleting its stream", Do: func(ctx context.Context) error { return js.DeleteStream(ctx, changefeed.DefaultStream) },
+			WantErr: true, Violation: `Publish to "$JS.API.STREAM.DELETE.` + changefeed.DefaultStream + `"`},
+	})
 
 	// The INGRESS identity runs the feed of a worker with both.
 	f, err := changefeed.Start(ctx, srv.URL, b.tls(ingress.Security{User: "ingress", Password: ingressPassword}), cfg, logger)

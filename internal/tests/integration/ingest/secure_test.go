@@ -1,34 +1,20 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
+	"github.com/entityflow/entityflow/internal/testkit/tlstest"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
@@ -55,55 +41,11 @@ type pki struct {
 
 func newPKI(t *testing.T) pki {
 	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	serial := int64(0)
-	issue := func(name string, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert, key, write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "PRIVATE KEY", keyDER)
-	}
-	caTmpl := func(cn string) *x509.Certificate {
-		return &x509.Certificate{Subject: pkix.Name{CommonName: cn}, IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	}
-	leaf := func(cn string, usage x509.ExtKeyUsage) *x509.Certificate {
-		return &x509.Certificate{Subject: pkix.Name{CommonName: cn}, KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	}
-	var p pki
-	ca, caKey, caFile, _ := issue("ca", caTmpl("entityflow test CA"), nil, nil)
-	rogue, rogueKey, rogueFile, _ := issue("rogue-ca", caTmpl("rogue CA"), nil, nil)
-	p.ca, p.rogueCA = caFile, rogueFile
-	_, _, p.serverCert, p.serverKey = issue("server", leaf("nats-server", x509.ExtKeyUsageServerAuth), ca, caKey)
-	_, _, p.clientCert, p.clientKey = issue("client", leaf("entityflow client", x509.ExtKeyUsageClientAuth), ca, caKey)
-	_, _, p.rogueCert, p.rogueKey = issue("rogue-client", leaf("rogue client", x509.ExtKeyUsageClientAuth), rogue, rogueKey)
+	ca, rogue := tlstest.NewCA(t, "entityflow test CA"), tlstest.NewCA(t, "rogue CA")
+	p := pki{ca: ca.File, rogueCA: rogue.File}
+	p.serverCert, p.serverKey = ca.Server(t, "nats-server")
+	p.clientCert, p.clientKey = ca.Client(t, "entityflow client")
+	p.rogueCert, p.rogueKey = rogue.Client(t, "rogue client")
 	return p
 }
 
@@ -113,86 +55,33 @@ func (p pki) tls(sec ingress.Security) ingress.Security {
 	return sec
 }
 
-// syncBuffer is a bytes.Buffer a process writes to while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startNATSServer runs bin/nats-server with the configuration file conf and
 // env on a free port of 127.0.0.1 with a JetStream store of its own, until
 // the test ends, and returns its URL.
 func startNATSServer(t *testing.T, conf string, env map[string]string) string {
 	t.Helper()
 	testenv.Short(t, "a nats-server process")
-	bin, err := natsserver.Binary()
+	_, err := natsserver.Binary()
 	testenv.Require(t, "bin/nats-server", err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var vars []string
+	for k, v := range env {
+		vars = append(vars, k+"="+v)
+	}
+	srv, err := natsserver.Start(natsserver.Options{Config: conf, Env: vars, StoreDir: t.TempDir(), Log: t.Output()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command(bin, "-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", t.TempDir())
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = c.Close()
-			return "nats://" + addr
-		}
-		select {
-		case <-exited:
-			t.Fatalf("nats-server -c %s exited: %s", conf, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nats-server -c %s not listening on %s: %s", conf, addr, out.String())
-		}
-	}
+	t.Cleanup(srv.Stop)
+	return srv.URL
 }
 
 // startSecureNATS runs a server with the committed secure.conf; the
-// ingress's nkey is the public key of ingressSeed.
-func startSecureNATS(t *testing.T, p pki, ingressSeed nkeys.KeyPair) string {
+// ingress's nkey is the public key pub.
+func startSecureNATS(t *testing.T, p pki, pub string) string {
 	t.Helper()
-	pub, err := ingressSeed.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The change feed's identity, which these tests do not use
 	// (internal/tests/integration/feed tests it).
-	feedKey, _ := newUserKey(t)
-	feedPub, err := feedKey.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	feedPub, _ := natsserver.UserKey(t, "feed")
 	return startNATSServer(t, secureConf, map[string]string{
 		"NATS_SERVER_CERT": p.serverCert, "NATS_SERVER_KEY": p.serverKey, "NATS_SERVER_CA": p.ca,
 		"NATS_INGRESS_PASSWORD": ingressPassword, "NATS_INGRESS_NKEY": pub,
@@ -201,37 +90,13 @@ func startSecureNATS(t *testing.T, p pki, ingressSeed nkeys.KeyPair) string {
 	})
 }
 
-// newUserKey creates a user nkey and writes its seed to a file.
-func newUserKey(t *testing.T) (nkeys.KeyPair, string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(t.TempDir(), "user.nk")
-	if err := os.WriteFile(f, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return kp, f
-}
-
 // publisher connects as a tenant's publisher (TLS with the client
 // certificate, then opts); the server's asynchronous errors (permission
 // violations) go to the returned channel.
 func publisher(t *testing.T, url string, p pki, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, <-chan error) {
 	t.Helper()
-	errs := make(chan error, 16)
-	opts = append([]nats.Option{nats.RootCAs(p.ca), nats.ClientCert(p.clientCert, p.clientKey), nats.Name("tenant publisher"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			select {
-			case errs <- err:
-			default:
-			}
-		})}, opts...)
+	toErrs, errs := natsserver.ErrorsTo()
+	opts = append([]nats.Option{nats.RootCAs(p.ca), nats.ClientCert(p.clientCert, p.clientKey), nats.Name("tenant publisher"), toErrs}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +116,7 @@ func publisher(t *testing.T, url string, p pki, opts ...nats.Option) (*nats.Conn
 // consumer); the ingress's identity manages the streams.
 func TestSecureBusPermissions(t *testing.T) {
 	p := newPKI(t)
-	ingressKey, _ := newUserKey(t)
+	ingressKey, _ := natsserver.UserKey(t, "ingress")
 	url := startSecureNATS(t, p, ingressKey)
 	ctx := background(t)
 	ing, err := ingress.Connect(ctx, url, "test ingress", p.tls(ingress.Security{User: "ingress", Password: ingressPassword}), quietLogger(t))
@@ -287,53 +152,26 @@ func TestSecureBusPermissions(t *testing.T) {
 			return nc.Flush()
 		}
 	}
-	tests := []struct {
-		name      string
-		do        func(context.Context) error
-		wantErr   bool
-		violation string // in the server's asynchronous error; empty: none
-	}{
-		{name: "publishes its point events", do: publish("rewards.t-1.c-1.points")},
-		{name: "publishes its envelopes", do: publish("events.t-1")},
-		{name: "publishes its envelopes on longer subjects", do: publish("events.t-1.order.created")},
-		{name: "another tenant's point events", do: publish("rewards.t-2.c-1.points"), wantErr: true, violation: `Publish to "rewards.t-2.c-1.points"`},
-		{name: "another tenant's envelopes", do: publish("events.t-2"), wantErr: true, violation: `Publish to "events.t-2"`},
-		{name: "dead letters", do: publish("ingest.dead.rewards.t-1.c-1.points"), wantErr: true, violation: `Publish to "ingest.dead.rewards.t-1.c-1.points"`},
-		{name: "a replay into another tenant's subject", do: publish("ingest.replay.partition.0.rewards.t-2.c-1.points"), wantErr: true,
-			violation: `Publish to "ingest.replay.partition.0.rewards.t-2.c-1.points"`},
-		{name: "subscribing to point events", do: subscribe("rewards.>"), violation: `Subscription to "rewards.>"`},
-		{name: "subscribing to the ingress's inbox", do: subscribe("_INBOX.>"), violation: `Subscription to "_INBOX.>"`},
-		{name: "reading a stream", do: func(ctx context.Context) error {
+	natsserver.CheckPermissions(t, errs, 2*time.Second, []natsserver.PermissionCase{
+		{Name: "publishes its point events", Do: publish("rewards.t-1.c-1.points")},
+		{Name: "publishes its envelopes", Do: publish("events.t-1")},
+		{Name: "publishes its envelopes on longer subjects", Do: publish("events.t-1.order.created")},
+		{Name: "another tenant's point events", Do: publish("rewards.t-2.c-1.points"), WantErr: true, Violation: `Publish to "rewards.t-2.c-1.points"`},
+		{Name: "another tenant's envelopes", Do: publish("events.t-2"), WantErr: true, Violation: `Publish to "events.t-2"`},
+		{Name: "dead letters", Do: publish("ingest.dead.rewards.t-1.c-1.points"), WantErr: true, Violation: `Publish to "ingest.dead.rewards.t-1.c-1.points"`},
+		{Name: "a replay into another tenant's subject", Do: publish("ingest.replay.partition.0.rewards.t-2.c-1.points"), WantErr: true,
+			Violation: `Publish to "ingest.replay.partition.0.rewards.t-2.c-1.points"`},
+		{Name: "subscribing to point events", Do: subscribe("rewards.>"), Violation: `Subscription to "rewards.>"`},
+		{Name: "subscribing to the ingress's inbox", Do: subscribe("_INBOX.>"), Violation: `Subscription to "_INBOX.>"`},
+		{Name: "reading a stream", Do: func(ctx context.Context) error {
 			_, err := js.Stream(ctx, ingress.DefaultPointsStream)
 			return err
-		}, wantErr: true, violation: `Publish to "$JS.API.STREAM.INFO.` + ingress.DefaultPointsStream + `"`},
-		{name: "creating a consumer", do: func(ctx context.Context) error {
+		}, WantErr: true, Violation: `Publish to "$JS.API.STREAM.INFO.` + ingress.DefaultPointsStream + `"`},
+		{Name: "creating a consumer", Do: func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateConsumer(ctx, ingress.DefaultPointsStream, jetstream.ConsumerConfig{Durable: "mine"})
 			return err
-		}, wantErr: true, violation: `Publish to "$JS.API.CONSUMER.CREATE.` + ingress.DefaultPointsStream},
-	}
-	for _, tt := range tests {
-		for len(errs) > 0 {
-			<-errs
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := tt.do(ctx)
-		cancel()
-		if (err != nil) != tt.wantErr {
-			t.Errorf("%s: error %v, want one: %v", tt.name, err, tt.wantErr)
-		}
-		var violation error
-		select {
-		case violation = <-errs:
-		case <-time.After(time.Second):
-		}
-		switch {
-		case tt.violation == "" && violation != nil:
-			t.Errorf("%s: %v", tt.name, violation)
-		case tt.violation != "" && (violation == nil || !strings.Contains(violation.Error(), tt.violation)):
-			t.Errorf("%s: the server's error %v, want a permissions violation for %s", tt.name, violation, tt.violation)
-		}
-	}
+		}, WantErr: true, Violation: `Publish to "$JS.API.CONSUMER.CREATE.` + ingress.DefaultPointsStream},
+	})
 
 	// Only what t-1 was allowed to publish was stored.
 	for name, want := range map[string]uint64{ingress.DefaultPointsStream: 1, ingress.DefaultEventsStream: 2, ingress.DefaultDeadLetterStream: 0} {
@@ -364,9 +202,9 @@ func TestSecureBusPermissions(t *testing.T) {
 // text to a TLS server.
 func TestSecureBusRefusesConnections(t *testing.T) {
 	p := newPKI(t)
-	ingressKey, _ := newUserKey(t)
+	ingressKey, _ := natsserver.UserKey(t, "ingress")
 	url := startSecureNATS(t, p, ingressKey)
-	_, strangerSeed := newUserKey(t)
+	_, strangerSeed := natsserver.UserKey(t, "stranger")
 	user := ingress.Security{User: "ingress", Password: ingressPassword}
 	tests := []struct {
 		name string
@@ -409,14 +247,6 @@ func TestSecureBusIngressCredentialKinds(t *testing.T) {
 	e := newEnv(t)
 	p := newPKI(t)
 	tlsEnv := map[string]string{"NATS_SERVER_CERT": p.serverCert, "NATS_SERVER_KEY": p.serverKey, "NATS_SERVER_CA": p.ca}
-	tlsBlock := "tls {\n  cert_file: $NATS_SERVER_CERT\n  key_file: $NATS_SERVER_KEY\n  ca_file: $NATS_SERVER_CA\n  verify: true\n}\njetstream: enabled\n"
-	writeConf := func(t *testing.T, body string) string {
-		f := filepath.Join(t.TempDir(), "nats.conf")
-		if err := os.WriteFile(f, []byte(tlsBlock+body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
 	tests := []struct {
 		name string
 		// start runs the server and returns its URL, the ingress's
@@ -424,13 +254,13 @@ func TestSecureBusIngressCredentialKinds(t *testing.T) {
 		start func(t *testing.T) (url string, sec ingress.Security, pub []nats.Option)
 	}{
 		{"user and password", func(t *testing.T) (string, ingress.Security, []nats.Option) {
-			kp, _ := newUserKey(t)
-			return startSecureNATS(t, p, kp), ingress.Security{User: "ingress", Password: ingressPassword},
+			pub, _ := natsserver.UserKey(t, "ingress")
+			return startSecureNATS(t, p, pub), ingress.Security{User: "ingress", Password: ingressPassword},
 				[]nats.Option{nats.UserInfo("publisher-t-1", t1Password), nats.CustomInboxPrefix("_INBOX_t-1")}
 		}},
 		{"nkey", func(t *testing.T) (string, ingress.Security, []nats.Option) {
-			kp, seed := newUserKey(t)
-			return startSecureNATS(t, p, kp), ingress.Security{NkeyFile: seed},
+			pub, seed := natsserver.UserKey(t, "ingress")
+			return startSecureNATS(t, p, pub), ingress.Security{NkeyFile: seed},
 				[]nats.Option{nats.UserInfo("publisher-t-1", t1Password), nats.CustomInboxPrefix("_INBOX_t-1")}
 		}},
 		{"token", func(t *testing.T) (string, ingress.Security, []nats.Option) {
@@ -438,12 +268,12 @@ func TestSecureBusIngressCredentialKinds(t *testing.T) {
 			for k, v := range tlsEnv {
 				env[k] = v
 			}
-			url := startNATSServer(t, writeConf(t, "authorization {\n  token: $NATS_TEST_TOKEN\n}\n"), env)
+			url := startNATSServer(t, natsserver.TLSConf(t, "authorization {\n  token: $NATS_TEST_TOKEN\n}\n"), env)
 			return url, ingress.Security{Token: "token-of-the-test"}, []nats.Option{nats.Token("token-of-the-test")}
 		}},
 		{"creds (decentralized JWT auth)", func(t *testing.T) (string, ingress.Security, []nats.Option) {
 			conf, ingressCreds, publisherCreds := operatorSetup(t)
-			url := startNATSServer(t, writeConf(t, conf), tlsEnv)
+			url := startNATSServer(t, natsserver.TLSConf(t, conf), tlsEnv)
 			return url, ingress.Security{CredsFile: ingressCreds},
 				[]nats.Option{nats.UserCredentials(publisherCreds), nats.CustomInboxPrefix("_INBOX_t-1")}
 		}},
