@@ -103,8 +103,13 @@ run: build $(TEMPORAL_FOR_RUN) $(NATS_SERVER)
 # make run on a real Temporal server on the local PostgreSQL (databases
 # temporal and temporal_visibility, frontend on 127.0.0.1:7633, state kept
 # between runs; config and server log in data/cluster/) instead of the dev server.
+# CLUSTER_TOPOLOGY=split runs frontend, matching, two history hosts and the
+# internal worker as processes of their own with 16 history shards (databases
+# temporal_split and temporal_split_visibility; configs and one log per
+# process in data/cluster-split/).
+CLUSTER_TOPOLOGY ?= one
 run-cluster: build cluster-tools
-	$(BIN)/cluster -dir data/cluster -- $(BIN)/devrun
+	$(BIN)/cluster -dir data/cluster$(if $(filter split,$(CLUSTER_TOPOLOGY)),-split) -topology $(CLUSTER_TOPOLOGY) -- $(BIN)/devrun
 
 # gofmt, go vet, staticcheck, errcheck (production code; the calls in
 # .lint/errcheck-exclude.txt need no check) and workflowcheck on the workflows.
@@ -160,6 +165,21 @@ bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 bench-isolation: $(BENCHSTAT) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench TenantIsolation -benchtime 20x -count 3 ./internal/tests/integration/ingest/ | tee bench-isolation.txt
 	$(BENCHSTAT) -col /design bench-isolation.txt
+
+# Temporal as separate services, under load (internal/tests/integration/failover):
+# the split cluster (frontend, matching, two history hosts, internal worker;
+# 16 shards; databases temporal_split_test*) with the worker program and its
+# JetStream ingress, and the HTTP API in process; 20 customers receiving 100
+# events/s over HTTP (each retried under its key until answered) while a
+# history host is SIGKILLed, the matching host restarted, the frontend
+# restarted. Prints each step's recovery time and p99 before, during and
+# after (lines "failover:"; the whole log in bench-failover.txt), and checks
+# every entity's totals. About 6 minutes; the same test at a small load runs
+# in make test.
+.PHONY: bench-failover
+bench-failover: cluster-tools $(NATS_SERVER)
+	FAILOVER_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run '^TestSplitClusterFailover$$' ./internal/tests/integration/failover/ >bench-failover.txt 2>&1; \
+	rc=$$?; grep -E 'failover: |^(ok|FAIL|--- )' bench-failover.txt; exit $$rc
 
 # A short load run against a self-started server with the rewards worker and
 # the HTTP API in process: raw UpdateWithStart of a do-nothing workflow (the

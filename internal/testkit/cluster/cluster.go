@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,23 +37,72 @@ import (
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
+// Topology says how the server's services are laid out in processes.
+type Topology string
+
+const (
+	// TopologyOne runs every service (frontend, history, matching and the
+	// internal worker) in one temporal-server process: the shape of every
+	// figure before issue 28.
+	TopologyOne Topology = "one"
+	// TopologySplit runs each service in a temporal-server process of its
+	// own, as a production cluster does: frontend, matching, two history
+	// hosts sharing the shards, and the internal worker (the system
+	// workflows: schedules, Worker Deployments, batch operations). The hosts
+	// find each other over their own membership ports; when a history host
+	// goes, the other takes its shards.
+	TopologySplit Topology = "split"
+)
+
+// ParseTopology returns the topology named s ("one" or "split").
+func ParseTopology(s string) (Topology, error) {
+	switch t := Topology(s); t {
+	case TopologyOne, TopologySplit:
+		return t, nil
+	}
+	return "", fmt.Errorf("unknown topology %q (want %q or %q)", s, TopologyOne, TopologySplit)
+}
+
+// The names of the processes a Server runs, for Services, KillService,
+// StartService, StopService, RestartService and LogFile.
+const (
+	// ServiceServer is TopologyOne's single process.
+	ServiceServer = "server"
+	// ServiceFrontend, ServiceMatching, ServiceHistory1, ServiceHistory2 and
+	// ServiceWorker are TopologySplit's processes.
+	ServiceFrontend = "frontend"
+	ServiceMatching = "matching"
+	ServiceHistory1 = "history-1"
+	ServiceHistory2 = "history-2"
+	ServiceWorker   = "worker"
+)
+
 // Options say where the server keeps its state and listens. Zero fields take
 // the defaults documented on each.
 type Options struct {
+	// Topology lays the services out in processes (default TopologyOne).
+	Topology Topology
+	// HistoryShards is the number of history shards (default 4 for
+	// TopologyOne, 16 for TopologySplit). A database keeps the count it was
+	// created with: Start refuses a database created with another.
+	HistoryShards int
 	// Postgres is the PostgreSQL host:port (default 127.0.0.1:5432).
 	Postgres string
 	// User and Password authenticate to PostgreSQL (default user postgres).
 	User, Password string
 	// Database and VisibilityDatabase name the server's two databases
-	// (default temporal and temporal_visibility).
+	// (default temporal and temporal_visibility; temporal_split and
+	// temporal_split_visibility for TopologySplit, whose shard count
+	// differs).
 	Database, VisibilityDatabase string
 	// Port is the frontend's gRPC port (default 7633); the other services
-	// listen on the ports after it, their membership ports 700 below.
+	// listen on the ports after it (see layout), their membership ports 700
+	// below.
 	Port int
 	// Namespace is registered when missing (default "default").
 	Namespace string
-	// Dir holds the configuration and the server's log (default a temporary
-	// folder).
+	// Dir holds the configuration and the server's logs, one per process
+	// (default a temporary folder).
 	Dir string
 	// Bin is the folder holding temporal-server, temporal-sql-tool and
 	// temporal-schema (default bin/ at the module root, or $TEMPORAL_CLUSTER_BIN).
@@ -67,6 +117,21 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
+	if o.Topology == "" {
+		o.Topology = TopologyOne
+	}
+	if _, err := ParseTopology(string(o.Topology)); err != nil {
+		return o, err
+	}
+	if o.HistoryShards == 0 {
+		o.HistoryShards = 4
+		if o.Topology == TopologySplit {
+			o.HistoryShards = 16
+		}
+	}
+	if o.HistoryShards < 1 || o.HistoryShards > 16384 {
+		return o, fmt.Errorf("history shards %d out of range (1 to 16384)", o.HistoryShards)
+	}
 	if o.Postgres == "" {
 		o.Postgres = "127.0.0.1:5432"
 	}
@@ -75,12 +140,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Database == "" {
 		o.Database = "temporal"
+		if o.Topology == TopologySplit {
+			o.Database = "temporal_split"
+		}
 	}
 	if o.VisibilityDatabase == "" {
 		o.VisibilityDatabase = "temporal_visibility"
+		if o.Topology == TopologySplit {
+			o.VisibilityDatabase = "temporal_split_visibility"
+		}
 	}
 	if o.Port == 0 {
 		o.Port = 7633
+	}
+	if o.Port <= membershipOffset || o.Port+metricsOffset+len(layout(o)) > 65535 {
+		return o, fmt.Errorf("port %d out of range (%d to %d)", o.Port, membershipOffset+1, 65535-metricsOffset-len(layout(o)))
 	}
 	if o.Namespace == "" {
 		o.Namespace = "default"
@@ -121,21 +195,29 @@ func Binaries(bin string) error {
 	return nil
 }
 
-// Server is a running temporal-server process.
+// Server is a running Temporal server: one temporal-server process or
+// several (Options.Topology).
 type Server struct {
 	// Address is the frontend's host:port.
 	Address string
 	// Namespace is the registered namespace.
 	Namespace string
 	opts      Options
-	cmd       *exec.Cmd
-	done      chan error
-	logFile   *os.File
+
+	mu    sync.Mutex // guards procs' running state
+	procs []*process
+	// ended is closed, with endErr set, when the server has ended: stopped
+	// by Stop or Kill, or one of its processes exited on its own.
+	ended   chan struct{}
+	endOnce sync.Once
+	endErr  error
 }
 
 // Start sets the databases up (idempotently: a second start keeps their
-// data), starts the server and returns once the namespace answers with the
-// project's search attributes registered.
+// data), starts the server's processes and returns once the namespace
+// answers with the project's search attributes registered and every process
+// serves (a history host once it holds its shards). A database created with
+// another number of history shards is refused with an error saying so.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -147,15 +229,37 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := setupDatabases(ctx, opts); err != nil {
 		return nil, err
 	}
-	s := &Server{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port)), Namespace: opts.Namespace, opts: opts}
-	if err := s.start(); err != nil {
+	s := &Server{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port)), Namespace: opts.Namespace, opts: opts,
+		ended: make(chan struct{})}
+	for _, spec := range layout(opts) {
+		s.procs = append(s.procs, &process{spec: spec})
+	}
+	if err := s.writeConfigs(); err != nil {
 		return nil, err
 	}
-	if err := s.prepareNamespace(ctx); err != nil {
-		_ = s.Stop()
+	if err := s.startAll(ctx); err != nil {
+		_ = s.Kill()
 		return nil, err
 	}
 	return s, nil
+}
+
+// startAll starts every process and waits until the server serves.
+func (s *Server) startAll(ctx context.Context) error {
+	for _, p := range s.procs {
+		if err := s.startProcess(p); err != nil {
+			return err
+		}
+	}
+	if err := s.prepareNamespace(ctx); err != nil {
+		return err
+	}
+	for _, p := range s.procs {
+		if err := s.waitReady(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // setupDatabases creates the two databases when missing and migrates their
@@ -195,43 +299,6 @@ func setupDatabases(ctx context.Context, o Options) error {
 	return nil
 }
 
-func (s *Server) start() error {
-	cfgDir := filepath.Join(s.opts.Dir, "config")
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		return err
-	}
-	cfg := filepath.Join(cfgDir, "temporal.yaml")
-	if err := os.WriteFile(cfg, []byte(config(s.opts)), 0o644); err != nil {
-		return err
-	}
-	dc, err := dynamicConfig(s.opts.DynamicConfig)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(cfgDir, dynamicConfigFile), dc, 0o644); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(filepath.Join(s.opts.Dir, "temporal-server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(s.opts.Bin, "temporal-server"), "--config-file", cfg, "--allow-no-auth", "start")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// A process group of its own keeps a terminal's Ctrl-C from reaching it
-	// before its owner stops it; Pdeathsig ends it with its owner all the
-	// same, so a test binary killed by its timeout leaves no server holding
-	// the test ports.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("starting temporal-server: %w", err)
-	}
-	s.cmd, s.logFile, s.done = cmd, logFile, make(chan error, 1)
-	go func() { s.done <- cmd.Wait() }()
-	fmt.Fprintf(s.opts.Log, "temporal-server started (pid %d, frontend %s, log %s)\n", cmd.Process.Pid, s.Address, logFile.Name())
-	return nil
-}
-
 // prepareNamespace waits for the frontend, then registers the server's
 // namespace as registerNamespace does.
 func (s *Server) prepareNamespace(ctx context.Context) error {
@@ -247,7 +314,26 @@ func (s *Server) prepareNamespace(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
+	if err := s.checkShards(ctx, c); err != nil {
+		return err
+	}
 	return s.registerNamespace(ctx, c, s.Namespace)
+}
+
+// checkShards returns an error when the server runs with another number of
+// history shards than Options.HistoryShards: the server keeps the count the
+// database was created with and only logs a warning about the one in its
+// configuration.
+func (s *Server) checkShards(ctx context.Context, c client.Client) error {
+	info, err := c.WorkflowService().GetClusterInfo(ctx, &workflowservice.GetClusterInfoRequest{})
+	if err != nil {
+		return fmt.Errorf("asking the server its history shards: %w", err)
+	}
+	if got := int(info.GetHistoryShardCount()); got != s.opts.HistoryShards {
+		return fmt.Errorf("database %s was created with %d history shards, this server is configured with %d (the count is fixed for a database's life): use another database or %d shards",
+			s.opts.Database, got, s.opts.HistoryShards, got)
+	}
+	return nil
 }
 
 // AddNamespace registers another namespace (24h retention) with the
@@ -409,61 +495,13 @@ func (s *Server) poll(ctx context.Context, what string, try func(context.Context
 			return nil
 		}
 		select {
-		case exit := <-s.done:
-			s.done <- exit
-			return fmt.Errorf("temporal-server exited (%v) while waiting for %s; see %s", exit, what, s.logFile.Name())
+		case <-s.ended:
+			return fmt.Errorf("the server ended (%v) while waiting for %s; see the logs in %s", s.endErr, what, s.opts.Dir)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// Stop asks the server to shut down (SIGTERM) and waits for it, killing it
-// after 30 s.
-func (s *Server) Stop() error {
-	return s.stop(syscall.SIGTERM, 30*time.Second)
-}
-
-// Kill ends the server at once (SIGKILL), as a crash would.
-func (s *Server) Kill() error {
-	return s.stop(syscall.SIGKILL, 10*time.Second)
-}
-
-func (s *Server) stop(sig syscall.Signal, grace time.Duration) error {
-	if s.cmd == nil {
-		return nil
-	}
-	defer s.logFile.Close()
-	_ = syscall.Kill(-s.cmd.Process.Pid, sig)
-	var exit error
-	select {
-	case exit = <-s.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		exit = <-s.done
-	}
-	s.done <- exit
-	s.cmd = nil
-	return nil
-}
-
-// Restart stops the server and starts it again on the same databases.
-func (s *Server) Restart(ctx context.Context) error {
-	if err := s.Stop(); err != nil {
-		return err
-	}
-	if err := s.start(); err != nil {
-		return err
-	}
-	return s.prepareNamespace(ctx)
-}
-
-// Wait returns when the server process has exited, with its exit error.
-func (s *Server) Wait() error {
-	err := <-s.done
-	s.done <- err
-	return err
 }
 
 // quiet drops the SDK client's log lines while the server comes up.
@@ -533,11 +571,38 @@ func ForTest(t testing.TB) *Server {
 // values (Options.DynamicConfig), such as FastVersioning.
 func ForTestWith(t testing.TB, dynamicConfig map[string]any) *Server {
 	t.Helper()
-	testenv.Short(t, "a Temporal server on PostgreSQL")
-	o, err := Options{
+	return forTest(t, Options{
 		Database: "temporal_test", VisibilityDatabase: "temporal_visibility_test",
-		Port: TestPort, Dir: t.TempDir(), DynamicConfig: dynamicConfig,
-	}.withDefaults()
+		Port: TestPort, DynamicConfig: dynamicConfig,
+	})
+}
+
+// SplitTestPort is the frontend port of the servers ForTestSplit starts; the
+// other processes listen on the four ports after it (layout), apart from
+// TestPort's and `make run-cluster`'s.
+const SplitTestPort = 7953
+
+// ForTestSplit starts a TopologySplit server (frontend, matching, two history
+// hosts and the internal worker, each a process of its own, 16 history
+// shards) for a test, on the databases temporal_split_test and
+// temporal_split_visibility_test, and stops it when the test ends. It takes
+// the same lock as ForTest, so that only one test server runs at a time, and
+// skips or fails as ForTest does.
+func ForTestSplit(t testing.TB) *Server {
+	t.Helper()
+	return forTest(t, Options{
+		Topology: TopologySplit, Database: "temporal_split_test", VisibilityDatabase: "temporal_split_visibility_test",
+		Port: SplitTestPort,
+	})
+}
+
+// forTest starts a server with o (Dir: the test's temporary folder) under
+// the test lock, for ForTest, ForTestWith and ForTestSplit.
+func forTest(t testing.TB, o Options) *Server {
+	t.Helper()
+	testenv.Short(t, "a Temporal server on PostgreSQL")
+	o.Dir = t.TempDir()
+	o, err := o.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

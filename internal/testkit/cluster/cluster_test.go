@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestConfigNamesTheDynamicConfigFile(t *testing.T) {
 			PollInterval string `yaml:"pollInterval"`
 		} `yaml:"dynamicConfigClient"`
 	}
-	if err := yaml.Unmarshal([]byte(config(o)), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(config(o, layout(o)[0])), &cfg); err != nil {
 		t.Fatalf("config is not YAML: %v", err)
 	}
 	if got, want := cfg.DynamicConfigClient.Filepath, "/srv/cluster/config/dynamicconfig.yaml"; got != want {
@@ -76,6 +77,177 @@ func TestConfigNamesTheDynamicConfigFile(t *testing.T) {
 	}
 	if got := cfg.DynamicConfigClient.PollInterval; got != "10s" {
 		t.Errorf("pollInterval %q, want 10s", got)
+	}
+}
+
+// renderedConfig is the part of a process's configuration the layout tests
+// read back.
+type renderedConfig struct {
+	Persistence struct {
+		NumHistoryShards int `yaml:"numHistoryShards"`
+		Datastores       map[string]struct {
+			SQL struct {
+				DatabaseName string `yaml:"databaseName"`
+				MaxConns     int    `yaml:"maxConns"`
+			} `yaml:"sql"`
+		} `yaml:"datastores"`
+	} `yaml:"persistence"`
+	Global struct {
+		Metrics struct {
+			Prometheus struct {
+				ListenAddress string `yaml:"listenAddress"`
+			} `yaml:"prometheus"`
+		} `yaml:"metrics"`
+	} `yaml:"global"`
+	Services map[string]struct {
+		RPC struct {
+			GRPCPort       int `yaml:"grpcPort"`
+			MembershipPort int `yaml:"membershipPort"`
+		} `yaml:"rpc"`
+	} `yaml:"services"`
+}
+
+// Each topology's processes: their names, services, start arguments, the
+// gRPC port each is asked for readiness at, and configurations whose
+// history port is the host's own, whose metrics ports differ, and whose
+// PostgreSQL pools stay inside the server's default 100 connections.
+func TestLayout(t *testing.T) {
+	type proc struct {
+		name        string
+		args        []string
+		grpcPort    int
+		historyPort int
+		metrics     string
+		health      string
+	}
+	for _, tc := range []struct {
+		name     string
+		opts     Options
+		shards   int
+		database string
+		procs    []proc
+	}{
+		{"one", Options{Port: 7733}, 4, "temporal", []proc{
+			{ServiceServer, nil, 7733, 7734, "127.0.0.1:7763", healthFrontend},
+		}},
+		{"split", Options{Topology: TopologySplit, Port: 7953}, 16, "temporal_split", []proc{
+			{ServiceFrontend, []string{"--service", "frontend"}, 7953, 7954, "127.0.0.1:7983", healthFrontend},
+			{ServiceHistory1, []string{"--service", "history"}, 7954, 7954, "127.0.0.1:7984", healthHistory},
+			{ServiceMatching, []string{"--service", "matching"}, 7955, 7954, "127.0.0.1:7985", healthMatching},
+			{ServiceWorker, []string{"--service", "worker"}, 7956, 7954, "127.0.0.1:7986", ""},
+			{ServiceHistory2, []string{"--service", "history"}, 7957, 7957, "127.0.0.1:7987", healthHistory},
+		}},
+		{"split, 64 shards", Options{Topology: TopologySplit, HistoryShards: 64, Database: "d", Port: 7633}, 64, "d", []proc{
+			{ServiceFrontend, []string{"--service", "frontend"}, 7633, 7634, "127.0.0.1:7663", healthFrontend},
+			{ServiceHistory1, []string{"--service", "history"}, 7634, 7634, "127.0.0.1:7664", healthHistory},
+			{ServiceMatching, []string{"--service", "matching"}, 7635, 7634, "127.0.0.1:7665", healthMatching},
+			{ServiceWorker, []string{"--service", "worker"}, 7636, 7634, "127.0.0.1:7666", ""},
+			{ServiceHistory2, []string{"--service", "history"}, 7637, 7637, "127.0.0.1:7667", healthHistory},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Dir, tc.opts.Bin = "/srv/cluster", "/unused"
+			o, err := tc.opts.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs := layout(o)
+			if len(specs) != len(tc.procs) {
+				t.Fatalf("%d processes, want %d", len(specs), len(tc.procs))
+			}
+			conns := 0
+			for i, want := range tc.procs {
+				spec := specs[i]
+				if spec.name != want.name {
+					t.Errorf("process %d is %s, want %s", i, spec.name, want.name)
+				}
+				args := startArgs(o, spec)
+				wantArgs := append([]string{"--config-file", filepath.Join("/srv/cluster/config", spec.configFile), "--allow-no-auth", "start"}, want.args...)
+				if fmt.Sprint(args) != fmt.Sprint(wantArgs) {
+					t.Errorf("%s: args %q, want %q", spec.name, args, wantArgs)
+				}
+				if got := spec.grpcPort(o); got != want.grpcPort {
+					t.Errorf("%s: gRPC port %d, want %d", spec.name, got, want.grpcPort)
+				}
+				if got := spec.healthName(); got != want.health {
+					t.Errorf("%s: health name %q, want %q", spec.name, got, want.health)
+				}
+				var cfg renderedConfig
+				if err := yaml.Unmarshal([]byte(config(o, spec)), &cfg); err != nil {
+					t.Fatalf("%s: config is not YAML: %v", spec.name, err)
+				}
+				if got := cfg.Persistence.NumHistoryShards; got != tc.shards {
+					t.Errorf("%s: %d shards, want %d", spec.name, got, tc.shards)
+				}
+				if got := cfg.Persistence.Datastores["postgres-default"].SQL.DatabaseName; got != tc.database {
+					t.Errorf("%s: database %q, want %q", spec.name, got, tc.database)
+				}
+				for _, store := range cfg.Persistence.Datastores {
+					conns += store.SQL.MaxConns
+				}
+				if got := cfg.Global.Metrics.Prometheus.ListenAddress; got != want.metrics {
+					t.Errorf("%s: metrics at %s, want %s", spec.name, got, want.metrics)
+				}
+				if got := cfg.Services["history"].RPC.GRPCPort; got != want.historyPort {
+					t.Errorf("%s: history port %d, want %d", spec.name, got, want.historyPort)
+				}
+				if got := cfg.Services["frontend"].RPC.GRPCPort; got != o.Port {
+					t.Errorf("%s: frontend port %d, want %d", spec.name, got, o.Port)
+				}
+				for svc, s := range cfg.Services {
+					if s.RPC.MembershipPort != s.RPC.GRPCPort-membershipOffset {
+						t.Errorf("%s: %s membership port %d, want %d", spec.name, svc, s.RPC.MembershipPort, s.RPC.GRPCPort-membershipOffset)
+					}
+				}
+			}
+			if conns > 60 {
+				t.Errorf("%d PostgreSQL connections in all, want at most 60", conns)
+			}
+		})
+	}
+}
+
+// Options' defaults per topology, and the bad values refused with an error.
+func TestOptionsDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		opts                       Options
+		shards                     int
+		database, visibility, fail string
+	}{
+		{"one", Options{}, 4, "temporal", "temporal_visibility", ""},
+		{"split", Options{Topology: TopologySplit}, 16, "temporal_split", "temporal_split_visibility", ""},
+		{"split, own databases and shards", Options{Topology: TopologySplit, HistoryShards: 512, Database: "a", VisibilityDatabase: "b"}, 512, "a", "b", ""},
+		{"unknown topology", Options{Topology: "mesh"}, 0, "", "", `unknown topology "mesh"`},
+		{"negative shards", Options{HistoryShards: -1}, 0, "", "", "history shards -1 out of range"},
+		{"port too low", Options{Port: 700}, 0, "", "", "port 700 out of range"},
+		{"port too high", Options{Topology: TopologySplit, Port: 65510}, 0, "", "", "port 65510 out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Dir, tc.opts.Bin = "/srv/cluster", "/unused"
+			o, err := tc.opts.withDefaults()
+			if tc.fail != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.fail) {
+					t.Fatalf("error %v, want one saying %q", err, tc.fail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.HistoryShards != tc.shards || o.Database != tc.database || o.VisibilityDatabase != tc.visibility {
+				t.Errorf("shards %d, databases %s and %s; want %d, %s and %s", o.HistoryShards, o.Database, o.VisibilityDatabase, tc.shards, tc.database, tc.visibility)
+			}
+		})
+	}
+}
+
+func TestParseTopology(t *testing.T) {
+	for in, want := range map[string]Topology{"one": TopologyOne, "split": TopologySplit, "": "", "Split": "", "three": ""} {
+		got, err := ParseTopology(in)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("ParseTopology(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
 
