@@ -167,7 +167,7 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 	if err != nil {
 		return fmt.Errorf("health check of %s at %s: %w", p.spec.name, addr, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	health := healthpb.NewHealthClient(conn)
 	return s.poll(ctx, p.spec.name+" to serve", func(ctx context.Context) error {
 		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: name})
