@@ -110,7 +110,8 @@ func TestSplitClusterFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	startWorkerProcess(t, srv.Address, ns.URL)
+	pub := newPublisher(t, ns.URL)
+	startWorkerProcess(t, srv.Address, ns.URL, pub.js)
 	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: sdklog.NewStructuredLogger(quietLogger(t))})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,6 @@ func TestSplitClusterFailover(t *testing.T) {
 	defer c.Close()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
 	api := startAPI(t, c)
-	pub := newPublisher(t, ns.URL)
 
 	history2, err := srv.MetricsAddress(cluster.ServiceHistory2)
 	if err != nil {
@@ -168,8 +168,8 @@ func quietLogger(t testing.TB) *slog.Logger {
 
 // startWorkerProcess runs the worker program (rewards and platform task
 // queues, and the JetStream ingress on natsURL) until the test ends, and
-// returns once the ingress has created its streams.
-func startWorkerProcess(t *testing.T, address, natsURL string) {
+// returns once the ingress has created its points stream (read through js).
+func startWorkerProcess(t *testing.T, address, natsURL string, js jetstream.JetStream) {
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
 	cmd := exec.Command(bin, "-address", address, "-log-level", "error",
@@ -196,15 +196,6 @@ func startWorkerProcess(t *testing.T, address, natsURL string) {
 			<-exited
 		}
 	})
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := waitFor(ctx, "the ingress's points stream", func() (bool, error) {
