@@ -627,6 +627,13 @@ func forTest(t testing.TB, o Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
+	// On failure, the end of each process's log (the folder goes with the
+	// test): why a host did not come back, for instance.
+	t.Cleanup(func() {
+		if t.Failed() {
+			srv.logTails(t)
+		}
+	})
 	if err := srv.deleteTestNamespaces(ctx); err != nil {
 		t.Fatal(err)
 	}

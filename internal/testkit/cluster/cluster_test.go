@@ -110,7 +110,7 @@ type renderedConfig struct {
 // Each topology's processes: their names, services, start arguments, the
 // gRPC port each is asked for readiness at, and configurations whose
 // history port is the host's own, whose metrics ports differ, and whose
-// PostgreSQL pools stay inside the server's default 100 connections.
+// PostgreSQL pools hold at most 30 connections in all.
 func TestLayout(t *testing.T) {
 	type proc struct {
 		name        string
@@ -200,8 +200,8 @@ func TestLayout(t *testing.T) {
 					}
 				}
 			}
-			if conns > 60 {
-				t.Errorf("%d PostgreSQL connections in all, want at most 60", conns)
+			if conns > 30 {
+				t.Errorf("%d PostgreSQL connections in all, want at most 30", conns)
 			}
 		})
 	}

@@ -100,8 +100,10 @@ func (p processSpec) healthName() string {
 // worker at the next three ports). TopologySplit is five: "frontend" at Port,
 // "history-1" at Port+1, "matching" at Port+2, "worker" at Port+3 and
 // "history-2" at Port+4, each with a smaller PostgreSQL pool than the single
-// process's, so that the five together stay well inside PostgreSQL's default
-// 100 connections.
+// process's: the five together hold at most 30 connections, as few as the
+// single process's 24 or so, for PostgreSQL's default limit of 100 is
+// shared with every other server and test on the machine (a process that
+// cannot connect exits).
 func layout(o Options) []processSpec {
 	p := o.Port
 	if o.Topology != TopologySplit {
@@ -114,11 +116,11 @@ func layout(o Options) []processSpec {
 		}}
 	}
 	specs := []processSpec{
-		{name: ServiceFrontend, services: []string{serviceFrontend}, conns: 6, visibilityConns: 3},
-		{name: ServiceHistory1, services: []string{serviceHistory}, historyPort: p + 1, conns: 10, visibilityConns: 2},
-		{name: ServiceMatching, services: []string{serviceMatching}, conns: 8, visibilityConns: 1},
-		{name: ServiceWorker, services: []string{serviceWorker}, conns: 4, visibilityConns: 2},
-		{name: ServiceHistory2, services: []string{serviceHistory}, historyPort: p + 4, conns: 10, visibilityConns: 2},
+		{name: ServiceFrontend, services: []string{serviceFrontend}, conns: 4, visibilityConns: 2},
+		{name: ServiceHistory1, services: []string{serviceHistory}, historyPort: p + 1, conns: 6, visibilityConns: 2},
+		{name: ServiceMatching, services: []string{serviceMatching}, conns: 4, visibilityConns: 1},
+		{name: ServiceWorker, services: []string{serviceWorker}, conns: 2, visibilityConns: 1},
+		{name: ServiceHistory2, services: []string{serviceHistory}, historyPort: p + 4, conns: 6, visibilityConns: 2},
 	}
 	for i := range specs {
 		s := &specs[i]

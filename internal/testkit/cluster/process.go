@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"google.golang.org/grpc"
@@ -224,6 +226,23 @@ func (s *Server) MetricsAddress(name string) (string, error) {
 
 // HistoryShards returns the server's number of history shards.
 func (s *Server) HistoryShards() int { return s.opts.HistoryShards }
+
+// logTails logs the last lines of every process's log to t.
+func (s *Server) logTails(t testing.TB) {
+	for _, name := range s.Services() {
+		path, err := s.LogFile(name)
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		t.Logf("the end of %s's log (%s):\n%s", name, path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+}
 
 // KillService ends the process named name at once (SIGKILL), as a crashed
 // host would end, and returns once it has exited. The rest of the server
