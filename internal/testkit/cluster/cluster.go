@@ -491,8 +491,8 @@ func (s *Server) poll(ctx context.Context, what string, try func(context.Context
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := try(tctx)
 		cancel()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, errExited) {
+			return err
 		}
 		select {
 		case <-s.ended:

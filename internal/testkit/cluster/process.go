@@ -25,9 +25,10 @@ type process struct {
 	// done is closed when cmd has exited, exitErr set before.
 	done    chan struct{}
 	exitErr error
-	// stopping says the Server asked the process to exit, so that its exit
-	// does not end the Server.
-	stopping bool
+	// stopping says the Server asked the process to exit, and starting
+	// that StartService is bringing it up (and starts it again should it
+	// exit), so that its exit does not end the Server.
+	stopping, starting bool
 	logFile  *os.File
 }
 
@@ -86,12 +87,12 @@ func (s *Server) startProcess(p *process) error {
 		return fmt.Errorf("starting temporal-server (%s): %w", p.spec.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.logFile, p.done, p.stopping = cmd, logFile, done, false
+	p.cmd, p.logFile, p.done, p.stopping, p.exitErr = cmd, logFile, done, false, nil
 	go func() {
 		err := cmd.Wait()
 		s.mu.Lock()
 		p.exitErr = err
-		unasked := !p.stopping
+		unasked := !p.stopping && !p.starting
 		s.mu.Unlock()
 		close(done)
 		if unasked {
@@ -155,8 +156,9 @@ func (s *Server) end(err error) {
 }
 
 // waitReady returns once p's service answers its gRPC health check with
-// SERVING (a history host: once it holds its shards). The internal worker
-// serves no gRPC: it is taken as ready once started.
+// SERVING (a history host: once it holds its shards), or an error once the
+// server ends, p exits, or two minutes pass. The internal worker serves no
+// gRPC: it is taken as ready once started.
 func (s *Server) waitReady(ctx context.Context, p *process) error {
 	name := p.spec.healthName()
 	if name == "" {
@@ -164,6 +166,9 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	s.mu.Lock()
+	done := p.done
+	s.mu.Unlock()
 	addr := fmt.Sprintf("127.0.0.1:%d", p.spec.grpcPort(s.opts))
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -172,6 +177,11 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 	defer func() { _ = conn.Close() }()
 	health := healthpb.NewHealthClient(conn)
 	return s.poll(ctx, p.spec.name+" to serve", func(ctx context.Context) error {
+		select {
+		case <-done:
+			return fmt.Errorf("%w: %s", errExited, p.spec.name)
+		default:
+		}
 		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: name})
 		if err != nil {
 			return err
@@ -182,6 +192,9 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 		return nil
 	})
 }
+
+// errExited is waitReady's error when the process exited before serving.
+var errExited = errors.New("exited before serving")
 
 // lookup returns the process named name.
 func (s *Server) lookup(name string) (*process, error) {
@@ -267,16 +280,49 @@ func (s *Server) StopService(name string) error {
 }
 
 // StartService starts the process named name again, after KillService or
-// StopService, and returns once it serves.
+// StopService, and returns once it serves. A process that exits before it
+// serves (a host that cannot reach PostgreSQL at start exits) is started
+// again, three times at most, as a supervisor would.
 func (s *Server) StartService(ctx context.Context, name string) error {
 	p, err := s.lookup(name)
 	if err != nil {
 		return err
 	}
-	if err := s.startProcess(p); err != nil {
-		return err
+	s.mu.Lock()
+	p.starting = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		p.starting = false
+		running, done := p.cmd != nil, p.done
+		s.mu.Unlock()
+		if !running {
+			return
+		}
+		select {
+		case <-done:
+			s.end(fmt.Errorf("temporal-server (%s) exited on its own while starting", name))
+		default:
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		if err := s.startProcess(p); err != nil {
+			return err
+		}
+		err := s.waitReady(ctx, p)
+		if err == nil || !errors.Is(err, errExited) || attempt == 3 {
+			return err
+		}
+		fmt.Fprintf(s.opts.Log, "temporal-server %s exited before serving (attempt %d); starting it again\n", name, attempt)
+		if err := s.stopProcess(p, syscall.SIGKILL, time.Second); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
 	}
-	return s.waitReady(ctx, p)
 }
 
 // RestartService stops the process named name (SIGTERM, as StopService),
