@@ -29,7 +29,7 @@ type process struct {
 	// that StartService is bringing it up (and starts it again should it
 	// exit), so that its exit does not end the Server.
 	stopping, starting bool
-	logFile  *os.File
+	logFile            *os.File
 }
 
 // writeConfigs writes every process's configuration and the dynamic-config
