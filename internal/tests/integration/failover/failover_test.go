@@ -361,7 +361,8 @@ type answer struct {
 // report is a step's figures: the ok/s before the action, the time from the
 // action's start until the ok/s was back within 10 % of it (three
 // consecutive one-second buckets each at 90 % or more), and the p99 of the
-// events sent before, during (from the action to the recovery) and after.
+// events sent before, during (from the action's start to the recovery or
+// the action's end, whichever is later) and after.
 type report struct {
 	name                           string
 	events, retried                int
@@ -496,6 +497,8 @@ func (r *report) figures(answers []answer, start, actAt, end time.Time) {
 			break
 		}
 	}
+	// During lasts until the recovery, and at least as long as the action.
+	recoveredAt = later(recoveredAt, actAt.Add(r.actTook))
 	var before, during, after []time.Duration
 	for _, a := range answers {
 		switch {
@@ -508,6 +511,14 @@ func (r *report) figures(answers []answer, start, actAt, end time.Time) {
 		}
 	}
 	r.p99Before, r.p99During, r.p99After = p99(before), p99(during), p99(after)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // p99 is the 99th percentile of ds, -1 when there are none.
