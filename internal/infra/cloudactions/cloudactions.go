@@ -142,8 +142,8 @@ type Window struct {
 	From, To time.Time
 }
 
-// holds reports whether an event at t falls in the window.
-func (w Window) holds(t time.Time) bool {
+// Holds reports whether an event at t falls in the window.
+func (w Window) Holds(t time.Time) bool {
 	return (w.From.IsZero() || !t.Before(w.From)) && (w.To.IsZero() || t.Before(w.To))
 }
 
@@ -158,7 +158,7 @@ func CountIn(hist *historypb.History, w Window) Tally {
 	var t Tally
 	markerTasks := map[int64]bool{}
 	for _, e := range hist.GetEvents() {
-		if !w.holds(e.GetEventTime().AsTime()) {
+		if !w.Holds(e.GetEventTime().AsTime()) {
 			continue
 		}
 		t.Events++
