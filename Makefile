@@ -185,7 +185,7 @@ load: $(TEMPORAL_FOR_RUN) $(if $(filter cluster,$(LOAD_SERVER)),cluster-tools)
 
 # What one applied point event costs on each path it can take (docs/cost.md):
 # temporal-server on PostgreSQL as bin/cluster runs it, on databases of its
-# own (temporal_cost, temporal_cost_visibility; frontend on 127.0.0.1:7833,
+# own (temporal_cost, temporal_cost_visibility; frontend on 127.0.0.1:9133,
 # log in data/cost-cluster/), the worker, the HTTP API and the ingress in
 # process on a nats-server of its own; per path the events applied, Temporal
 # Cloud Actions per event by kind, history events and bytes, PostgreSQL

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/entityflow/entityflow/internal/infra/cloudactions"
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
@@ -48,7 +49,7 @@ func TestCostReportOnTheRealServer(t *testing.T) {
 	srv := cluster.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: srv.Namespace})
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: sdklog.NewStructuredLogger(quietLogger())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ type config struct {
 const (
 	costDatabase           = "temporal_cost"
 	costVisibilityDatabase = "temporal_cost_visibility"
-	costPort               = 7833
+	costPort               = 9133
 )
 
 func parseFlags(args []string, out io.Writer) (config, error) {

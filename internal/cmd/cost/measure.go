@@ -76,16 +76,18 @@ type PathReport struct {
 	// apply-points-batch ones among them.
 	Updates, Batches int
 	// PG is what PostgreSQL counted in the window; PGNet its tuple writes
-	// less the idle rate over the window's length.
-	PG    pgSnapshot `json:"pg"`
-	PGNet float64    `json:"pg_writes_net"`
+	// and CommitsNet its commits less the idle rates over the window's
+	// length.
+	PG         pgSnapshot `json:"pg"`
+	PGNet      float64    `json:"pg_writes_net"`
+	CommitsNet float64    `json:"pg_commits_net"`
 }
 
 // measure runs one path and reports it: entities warmed first where the
 // path is about existing customers, then the window: the events sent and
 // applied, PostgreSQL's counters before and after (settle after the last
 // answer, so that they are published), what history holds in between.
-func measure(ctx context.Context, d *drivers, pg *pgStats, m mix, run, path string, settle time.Duration, idleRate float64) (PathReport, error) {
+func measure(ctx context.Context, d *drivers, pg *pgStats, m mix, run, path string, settle time.Duration, idleWrites, idleCommits float64) (PathReport, error) {
 	rep := PathReport{Path: path}
 	customers := []string{}
 	n := m.customers
@@ -144,7 +146,8 @@ func measure(ctx context.Context, d *drivers, pg *pgStats, m mix, run, path stri
 	}
 	rep.Seconds = to.Sub(from).Seconds()
 	rep.PG = pg1.sub(pg0)
-	rep.PGNet = float64(rep.PG.writes()) - idleRate*rep.Seconds
+	rep.PGNet = float64(rep.PG.writes()) - idleWrites*rep.Seconds
+	rep.CommitsNet = float64(rep.PG.Commits) - idleCommits*rep.Seconds
 	for _, c := range customers {
 		t, updates, batches, err := entityTally(ctx, d.c, rewards.RewardsWorkflowIDFor("", c), cloudactions.Window{From: from, To: to})
 		if err != nil {

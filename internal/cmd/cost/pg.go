@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgSnapshot is what PostgreSQL had counted at one moment for the server's
@@ -43,7 +46,7 @@ type pgStats struct {
 func openPG(ctx context.Context, hostPort, user string, databases ...string) (*pgStats, error) {
 	p := &pgStats{}
 	for _, db := range databases {
-		c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", user, hostPort, db))
+		c, err := connectPG(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", user, hostPort, db))
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("connecting to database %s: %w", db, err)
@@ -51,6 +54,24 @@ func openPG(ctx context.Context, hostPort, user string, databases ...string) (*p
 		p.conns = append(p.conns, c)
 	}
 	return p, nil
+}
+
+// connectPG connects, trying again for up to 30 s while the server has no
+// connection to spare (a PostgreSQL shared with other servers' pools).
+func connectPG(ctx context.Context, url string) (*pgx.Conn, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(ctx, url)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || time.Now().After(deadline) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (p *pgStats) close() {

@@ -24,6 +24,8 @@ type Report struct {
 	// nothing to do (task queues, shards, queues; the membership heartbeat
 	// apart), measured before the paths and taken off each path's writes.
 	IdleWritesPerSecond float64 `json:"idle_writes_per_second"`
+	// IdleCommitsPerSecond is the same for committed transactions.
+	IdleCommitsPerSecond float64 `json:"idle_commits_per_second"`
 	// CAN is the price of one ContinueAsNew (the event ending a run and the
 	// next run's start), averaged over CANRuns measured ones; an entity
 	// pays it every EventsPerRun events.
@@ -52,13 +54,15 @@ func run(ctx context.Context, cfg config, e *env, progress io.Writer) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	rep.IdleWritesPerSecond = float64(idle1.sub(idle0).writes()) / time.Since(start).Seconds()
-	fmt.Fprintf(progress, "cost: idle server: %.1f tuple writes/s\n", rep.IdleWritesPerSecond)
+	idle := idle1.sub(idle0)
+	rep.IdleWritesPerSecond = float64(idle.writes()) / time.Since(start).Seconds()
+	rep.IdleCommitsPerSecond = float64(idle.Commits) / time.Since(start).Seconds()
+	fmt.Fprintf(progress, "cost: idle server: %.1f tuple writes/s, %.1f commits/s\n", rep.IdleWritesPerSecond, rep.IdleCommitsPerSecond)
 	if rep.CAN, rep.CANRuns, err = canCost(ctx, e.drivers, runID); err != nil {
 		return nil, fmt.Errorf("measuring a ContinueAsNew: %w", err)
 	}
 	for _, p := range cfg.paths {
-		pr, err := measure(ctx, e.drivers, e.pg, cfg.mix, runID, p, cfg.settle, rep.IdleWritesPerSecond)
+		pr, err := measure(ctx, e.drivers, e.pg, cfg.mix, runID, p, cfg.settle, rep.IdleWritesPerSecond, rep.IdleCommitsPerSecond)
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +99,7 @@ var shortKinds = map[cloudactions.Kind]string{
 func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "runtime: %s\nserver: %s\ndate: %s\nactions: Temporal Cloud's rule, %s (see docs/cost.md)\n",
 		r.Runtime, r.Server, r.Date.Format(time.RFC3339), r.Rule)
-	fmt.Fprintf(w, "idle server: %.1f tuple writes/s (taken off each path's writes)\n", r.IdleWritesPerSecond)
+	fmt.Fprintf(w, "idle server: %.1f tuple writes/s, %.1f commits/s (taken off each path's)\n", r.IdleWritesPerSecond, r.IdleCommitsPerSecond)
 	ca, ce, cb := r.canShare()
 	fmt.Fprintf(w, "one ContinueAsNew (mean of %d): %s, %.1f history events, %.0f bytes; at %d events a run: %.4f actions, %.3f events, %.1f bytes per event\n\n",
 		r.CANRuns, perRun(r.CAN, r.CANRuns), float64(r.CAN.Events)/float64(max(1, r.CANRuns)), float64(r.CAN.Bytes)/float64(max(1, r.CANRuns)),
@@ -106,7 +110,7 @@ func printReport(w io.Writer, r *Report) {
 		n := p.Applied
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f\t%.0f\t%s\t\n",
 			p.Path, n, p.Updates, p.Batches, per(float64(p.Tally.Total()), n), per(float64(p.Tally.Total()), n)+ca,
-			per(float64(p.Tally.Events), n), per(float64(p.Tally.Bytes), n), per(p.PGNet, n), per(float64(p.PG.Commits), n),
+			per(float64(p.Tally.Events), n), per(float64(p.Tally.Bytes), n), per(p.PGNet, n), per(p.CommitsNet, n),
 			per(float64(p.PG.HistoryBytes), n), per(float64(p.PG.WAL), n), kinds(p.Tally, n))
 	}
 	_ = tw.Flush()
