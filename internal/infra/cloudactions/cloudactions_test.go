@@ -2,6 +2,7 @@ package cloudactions
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,8 +17,16 @@ import (
 // fixtures is the replay fixtures' folder.
 var fixtures = filepath.Join("..", "..", "..", "workflows", "testdata")
 
+// read reads a fixture the manifest lists (a retired one would be gone).
 func read(t *testing.T, file string) *historypb.History {
 	t.Helper()
+	m, err := histories.ReadManifest(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(m.Fixtures, func(f histories.Fixture) bool { return f.File == file }) {
+		t.Fatalf("%s is not in the fixtures' manifest", file)
+	}
 	hist, err := histories.Read(fixtures, file)
 	if err != nil {
 		t.Fatal(err)
