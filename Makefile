@@ -203,6 +203,21 @@ load: $(TEMPORAL_FOR_RUN) $(if $(filter cluster,$(LOAD_SERVER)),cluster-tools)
 	TEMPORAL_CLI=$(TEMPORAL_FOR_RUN) $(GO) run ./internal/cmd/load -shape $(LOAD_SHAPE) -server $(LOAD_SERVER) $(LOAD_FLAGS) 2>data/load.log \
 		|| { echo "load failed; the end of data/load.log:"; tail -n 20 data/load.log; exit 1; }
 
+# What one applied point event costs on each path it can take (docs/cost.md):
+# temporal-server on PostgreSQL as bin/cluster runs it, on databases of its
+# own (temporal_cost, temporal_cost_visibility; frontend on 127.0.0.1:9133,
+# log in data/cost-cluster/), the worker, the HTTP API and the ingress in
+# process on a nats-server of its own; per path the events applied, Temporal
+# Cloud Actions per event by kind, history events and bytes, PostgreSQL
+# writes, commits and bytes per event, and the ContinueAsNew's share. About
+# 3 minutes (the sparse path waits one). COST_FLAGS sets the mix and the
+# paths (go run ./internal/cmd/cost -h).
+COST_FLAGS ?=
+.PHONY: cost
+cost: $(NATS_SERVER) cluster-tools
+	@mkdir -p data
+	$(GO) run ./internal/cmd/cost $(COST_FLAGS)
+
 fuzz:
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dedup -run '^$$' -fuzz '^FuzzWindowOperations$$' -fuzztime $(FUZZTIME)
