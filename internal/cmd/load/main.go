@@ -52,6 +52,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
 	"github.com/entityflow/entityflow/internal/service/httpapi"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
@@ -114,6 +115,7 @@ type config struct {
 	pollers     int
 	cache       int
 	tenantRate  float64
+	inFlight    int
 	fairness    bool
 	jsonOut     bool
 }
@@ -243,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default of 2 for the baseline, autoscaling for the rewards worker, as bin/worker)")
 	fs.IntVar(&cfg.cache, "cache", 0, "sticky workflow cache size of the in-process workers, rewards and baseline alike (0: the SDK's default; 1: cache-cold, every workflow task replays)")
 	fs.Float64Var(&cfg.tenantRate, "tenant-rate", 0, "in-process API only: every tenant's limit in commands per second (burst: one second of it), as the API's -tenant-rate; over it the http mode gets 429 (0: no limit, the harness measures the service). The tenants shape with a limit at the quiet tenant's share shows a noisy tenant contained")
+	fs.IntVar(&cfg.inFlight, "entity-inflight", 0, "in-process API only: points commands in flight at most per customer entity, as the API's -entity-max-inflight (0: its default, 8); commands beyond wait in one coalesced batch")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return cfg, err
@@ -264,6 +267,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.standing {
 		cfg.warmup = 0
+	}
+	if cfg.inFlight < 0 || cfg.inFlight > 10 {
+		return cfg, fmt.Errorf("-entity-inflight %d: want 0 (the default) to 10 (Temporal's in-flight updates per workflow)", cfg.inFlight)
+	}
+	if cfg.inFlight > 0 && cfg.api != "" {
+		return cfg, errors.New("-entity-inflight sets the in-process API; a running API (-api) has its own")
 	}
 	if cfg.tenantRate > 0 && cfg.api != "" {
 		return cfg, errors.New("-tenant-rate limits the in-process API; a running API (-api) has its own limits")
@@ -541,6 +550,7 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			Metrics:      httpapi.NewMetrics(e.reg),
 			Auth:         &auth.Authenticator{Keys: st},
 			TenantLimits: tenantLimiter(cfg.tenantRate),
+			Admission:    &admission.Limiter{MaxInFlight: cfg.inFlight},
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,

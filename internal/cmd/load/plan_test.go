@@ -286,6 +286,9 @@ func TestParseFlags(t *testing.T) {
 	if cfg, err := parseFlags([]string{"-standing-start", "-warmup", "0"}, io.Discard); err != nil || cfg.warmup != 0 || !cfg.plans[0].Prime {
 		t.Errorf("-standing-start -warmup 0: %v, %+v", err, cfg)
 	}
+	if cfg, err := parseFlags([]string{"-entity-inflight", "2"}, io.Discard); err != nil || cfg.inFlight != 2 {
+		t.Errorf("-entity-inflight 2: %v, %d", err, cfg.inFlight)
+	}
 	if cfg, err := parseFlags([]string{"-shape", "hot"}, io.Discard); err != nil || cfg.warmup != 5*time.Second || cfg.plans[0].Prime {
 		t.Errorf("no -standing-start: warmup %s, prime %v, %v", cfg.warmup, cfg.plans[0].Prime, err)
 	}
@@ -317,6 +320,9 @@ func TestParseFlags(t *testing.T) {
 		{"-drain", "-1s"},
 		{"-warmup", "-1s"},
 		{"-standing-start", "-warmup", "5s"}, // a standing start has no warm-up
+		{"-entity-inflight", "-1"},
+		{"-entity-inflight", "11"}, // beyond Temporal's 10 in-flight updates per workflow
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-entity-inflight", "2"}, // a running API's admission is its own
 		{"-tenant-rate", "-1"},
 		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-tenant-rate", "20"}, // a running API's limits are its own
 		{"-zipf-s", "1"},
