@@ -26,14 +26,15 @@ type Second struct {
 	OK   int     `json:"ok"`
 	P50  float64 `json:"p50_ms"`
 	P99  float64 `json:"p99_ms"`
-	// Updates is the points updates the in-process API sent in this second
-	// (entity_points_batch_size), BatchMean their mean commands and
+	// Updates is the points updates of the in-process API answered in this
+	// second (entity_points_batch_size), BatchMean their mean commands and
 	// UpdateMean their mean time in ms (entity_points_update_seconds).
 	Updates    int     `json:"updates"`
 	BatchMean  float64 `json:"batch_mean"`
 	UpdateMean float64 `json:"update_mean_ms"`
 	// WFTStart and WFTExec are the workers' mean workflow task
-	// schedule-to-start and execution times in ms in this second (the
+	// schedule-to-start and execution times in ms, of the tasks started
+	// and ended in this second (the
 	// SDK's temporal_workflow_task_schedule_to_start_latency and
 	// temporal_workflow_task_execution_latency, all task queues),
 	// WFTStartMax the upper bound of the slowest schedule-to-start's
@@ -260,7 +261,7 @@ func printTimelines(w io.Writer, steps []StepReport) {
 		if len(s.Timeline) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s %s %s%s%s second by second (by send time; updates, workflow tasks and polls as the metrics saw them):\n",
+		fmt.Fprintf(w, "\n%s %s %s%s%s second by second (requests by the second they were sent in; updates and workflow tasks by the second they ended in, polls at its end):\n",
 			s.Shape, s.Mode, s.Label, prefixed(s.Phase), tenantSuffix(s.Tenant))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "s\tsent\tok\tp50 ms\tp99 ms\tupdates\tcmds/update\tupdate ms\tWFTs\tWFT sched-to-start ms\t(max <=)\tWFT exec ms\tCAN\twf polls\t")
