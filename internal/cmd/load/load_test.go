@@ -109,3 +109,38 @@ func TestShapesOnCluster(t *testing.T) {
 		t.Errorf("persistence %q, want PostgreSQL", rep.Persistence)
 	}
 }
+
+// A standing start on a dev server: no warm-up, one request primes the hot
+// customer, then the step; -timeline accounts for every request sent and
+// sees the API's updates, the worker's workflow tasks and its open polls.
+func TestStandingStartTimelineOnDevServer(t *testing.T) {
+	devserver.RequireCLI(t)
+	cfg, err := parseFlags([]string{"-shape", "hot", "-modes", "http", "-rates", "20", "-step", "2s", "-standing-start", "-timeline",
+		"-redeliver", "0", "-timeout", "5s", "-settle", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Steps) != 1 || len(rep.Totals) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	s := rep.Steps[0]
+	sent, updates, wfts, polls := 0, 0, 0, 0.0
+	for _, sec := range s.Timeline {
+		sent += sec.Sent
+		updates += sec.Updates
+		wfts += sec.WFTs
+		polls = max(polls, sec.Pollers)
+	}
+	if len(s.Timeline) < 2 || sent != s.Sent || updates == 0 || wfts == 0 || polls == 0 {
+		t.Errorf("timeline %+v: want every one of %d requests in it, with updates, workflow tasks and polls", s.Timeline, s.Sent)
+	}
+	// The priming request is unmeasured but in the totals: one customer,
+	// its points exactly what the answers say.
+	if tr := rep.Totals[0]; tr.Customers != 1 || tr.Exact != 1 {
+		t.Errorf("totals %+v", tr)
+	}
+}

@@ -50,7 +50,9 @@ import (
 
 	rewardsact "github.com/entityflow/entityflow/activities/rewards"
 	"github.com/entityflow/entityflow/internal/infra/flagenv"
+	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
+	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
 	"github.com/entityflow/entityflow/internal/service/httpapi"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
@@ -62,6 +64,7 @@ import (
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/store"
 	"github.com/entityflow/entityflow/tenant"
+	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
 // The warm-up's rate and customers (-warmup).
@@ -95,6 +98,8 @@ type config struct {
 	settle      time.Duration
 	drain       time.Duration
 	warmup      time.Duration
+	standing    bool
+	timeline    bool
 	seed        uint64
 	server      string
 	clusterDir  string
@@ -110,6 +115,7 @@ type config struct {
 	pollers     int
 	cache       int
 	tenantRate  float64
+	inFlight    int
 	fairness    bool
 	jsonOut     bool
 }
@@ -221,6 +227,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "how long the totals check waits for points to stop moving")
 	fs.DurationVar(&cfg.drain, "drain", time.Minute, "after each mode, how long to wait at most until none of its (busiest 100) entities has a workflow task pending, so the next mode starts on an idle server")
 	fs.DurationVar(&cfg.warmup, "warmup", 5*time.Second, "before the first shape, unmeasured traffic to each mode for this long (20/s over 20 customers of their own): a server just started answers its first requests slowly (0: none)")
+	fs.BoolVar(&cfg.standing, "standing-start", false, "a standing start, the figure a sudden burst meets: no warm-up (-warmup 0), and before each shape's steps in each mode one unmeasured request to its first customer, answered before the first step starts at its full rate")
+	fs.BoolVar(&cfg.timeline, "timeline", false, "print (and put in -json) each step second by second: requests sent, ok, p50 and p99 by the second they were sent in; the in-process API's points updates and commands per update; the in-process workers' workflow task schedule-to-start and execution times, ContinueAsNews and open workflow task polls")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "random seed (customers, points, redeliveries)")
 	fs.StringVar(&cfg.server, "server", serverDev, "server to start without -temporal: dev (Temporal dev server; -dev-db for SQLite) or cluster (temporal-server on PostgreSQL, as bin/cluster; needs `make cluster-tools`)")
 	fs.StringVar(&cfg.clusterDir, "cluster-dir", "data/load-cluster", "-server cluster: folder for the server's configuration and log")
@@ -237,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.pollers, "pollers", 0, "workflow task pollers of the in-process workers, rewards and baseline alike (0: the SDK's default of 2 for the baseline, autoscaling for the rewards worker, as bin/worker)")
 	fs.IntVar(&cfg.cache, "cache", 0, "sticky workflow cache size of the in-process workers, rewards and baseline alike (0: the SDK's default; 1: cache-cold, every workflow task replays)")
 	fs.Float64Var(&cfg.tenantRate, "tenant-rate", 0, "in-process API only: every tenant's limit in commands per second (burst: one second of it), as the API's -tenant-rate; over it the http mode gets 429 (0: no limit, the harness measures the service). The tenants shape with a limit at the quiet tenant's share shows a noisy tenant contained")
+	fs.IntVar(&cfg.inFlight, "entity-inflight", 0, "in-process API only: points commands in flight at most per customer entity, as the API's -entity-max-inflight (0: its default, 8); commands beyond wait in one coalesced batch")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return cfg, err
@@ -252,6 +261,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if *burst < 0 || cfg.cache < 0 || cfg.drain < 0 || cfg.settle < 0 || cfg.warmup < 0 || cfg.tenantRate < 0 {
 		return cfg, errors.New("-burst, -cache, -drain, -settle, -warmup and -tenant-rate must not be negative")
+	}
+	if cfg.standing && cfg.warmup > 0 && set["warmup"] {
+		return cfg, errors.New("-standing-start has no warm-up: leave -warmup out (or give 0)")
+	}
+	if cfg.standing {
+		cfg.warmup = 0
+	}
+	if cfg.inFlight < 0 || cfg.inFlight > 10 {
+		return cfg, fmt.Errorf("-entity-inflight %d: want 0 (the default) to 10 (Temporal's in-flight updates per workflow)", cfg.inFlight)
+	}
+	if cfg.inFlight > 0 && cfg.api != "" {
+		return cfg, errors.New("-entity-inflight sets the in-process API; a running API (-api) has its own")
 	}
 	if cfg.tenantRate > 0 && cfg.api != "" {
 		return cfg, errors.New("-tenant-rate limits the in-process API; a running API (-api) has its own limits")
@@ -276,7 +297,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if set["customers"] {
 			p.Customers = *customers
 		}
-		cfg.plans = append(cfg.plans, planShape(name, p))
+		plan := planShape(name, p)
+		plan.Prime = cfg.standing && !plan.Warm
+		cfg.plans = append(cfg.plans, plan)
 	}
 	for m := range strings.SplitSeq(*modes, ",") {
 		m = strings.TrimSpace(m)
@@ -354,6 +377,9 @@ type env struct {
 	// apiKeys holds the API key the http mode sends per tenant, "" the
 	// default tenant's.
 	apiKeys map[string]string
+	// reg holds the in-process API's and the SDK's metrics (the client's
+	// and its workers'), which -timeline reads.
+	reg     *prometheus.Registry
 	cleanup []func()
 }
 
@@ -405,7 +431,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger, e *env, s
 	}
 	// The SDK's warnings (workflow tasks retried under load) are expected
 	// here and would bury the table: errors only.
-	opts := devserver.Options{DBFilename: cfg.devDB, ClientOptions: &client.Options{Namespace: cfg.namespace, Logger: sdklog.NewStructuredLogger(logger)}}
+	opts := devserver.Options{DBFilename: cfg.devDB, ClientOptions: &client.Options{Namespace: cfg.namespace, Logger: sdklog.NewStructuredLogger(logger),
+		MetricsHandler: sdkmetrics.NewHandler(e.reg)}}
 	srv, err := devserver.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -426,6 +453,7 @@ func dial(ctx context.Context, cfg config, hostPort string, logger *slog.Logger,
 	if err != nil {
 		return err
 	}
+	opts.MetricsHandler = sdkmetrics.NewHandler(e.reg)
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := temporalclient.Dial(dctx, opts, logger)
@@ -450,7 +478,7 @@ func describeServer(ctx context.Context, c client.Client) (version, persistence 
 
 // setup starts what the flags ask for.
 func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func(error)) (*env, error) {
-	e := &env{}
+	e := &env{reg: prometheus.NewRegistry()}
 	if err := startServer(ctx, cfg, logger, e, serverGone); err != nil {
 		e.close()
 		return nil, err
@@ -519,9 +547,10 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			Platform:     &platform.Service{Store: st, Temporal: e.c, Logger: logger},
 			Rewards:      &rewardsclient.Client{Temporal: e.c, Logger: logger},
 			Idempotency:  &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
-			Metrics:      httpapi.NewMetrics(prometheus.NewRegistry()),
+			Metrics:      httpapi.NewMetrics(e.reg),
 			Auth:         &auth.Authenticator{Keys: st},
 			TenantLimits: tenantLimiter(cfg.tenantRate),
+			Admission:    &admission.Limiter{MaxInFlight: cfg.inFlight},
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,
@@ -613,6 +642,12 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		"client": &clientTarget{rc: &rewardsclient.Client{Temporal: e.c, Logger: logger, AttemptTimeout: cfg.timeout / 2}},
 		"http":   &httpTarget{base: e.api, hc: hc, apiKeys: e.apiKeys},
 	}
+	smp := &sampler{reg: e.reg, interval: timelineSample}
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	if cfg.timeline {
+		go smp.run(sctx)
+	}
 	if cfg.warmup > 0 {
 		fmt.Fprintf(progress, "load: warming up every mode for %s at %d/s (not measured)\n", cfg.warmup, warmupRate)
 		for mi, mode := range cfg.modes {
@@ -639,6 +674,13 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 				fmt.Fprintf(progress, "load: %-8s %-8s %s %s%s: %6.1f ok/s, p99 %.0f ms, %s\n",
 					r.Shape, r.Mode, r.Label, r.Phase, tenantSuffix(r.Tenant), r.Throughput, r.P99, mixString(r.Mix))
 			})
+			for i := range steps {
+				if cfg.timeline {
+					smp.fill(steps[i].Timeline, steps[i].started, modeTaskQueue(mode))
+				} else {
+					steps[i].Timeline = nil
+				}
+			}
 			rep.Steps = append(rep.Steps, steps...)
 			took, quiet := drain(ctx, e.c, tgt, gens, cfg.drain)
 			rep.Drains = append(rep.Drains, Drain{Shape: sp.Shape, Mode: mode, Seconds: float64(took.Milliseconds()) / 1000, Quiet: quiet})
@@ -660,6 +702,17 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 	rep.Ratios = ratios(rep.Steps)
 	rep.Isolation = isolation(rep.Steps)
 	return rep, nil
+}
+
+// timelineSample is how often -timeline reads the metrics.
+const timelineSample = 200 * time.Millisecond
+
+// modeTaskQueue is the task queue of the worker that serves mode.
+func modeTaskQueue(mode string) string {
+	if mode == "baseline" {
+		return baselineTaskQueue
+	}
+	return rewards.RewardsTaskQueue
 }
 
 // tenantSuffix prints a step's tenant, nothing for the default one.
@@ -765,6 +818,7 @@ func printReport(w io.Writer, rep *Report) {
 			s.Shape, s.Mode, orDash(s.Phase), orDash(s.Tenant), s.Label, s.Sent, s.Redelivered, s.Dropped, s.OK, s.Throughput, s.P50, s.P95, s.P99, s.Timeouts)
 	}
 	_ = tw.Flush()
+	printTimelines(w, rep.Steps)
 	fmt.Fprintln(w, "\nanswers per step:")
 	for _, s := range rep.Steps {
 		fmt.Fprintf(w, "  %-8s %-8s %-10s %s%s  %s\n", s.Shape, s.Mode, s.Label, orDash(s.Phase), tenantSuffix(s.Tenant), mixString(s.Mix))

@@ -92,6 +92,11 @@ type shapePlan struct {
 	Customers int
 	// Warm sends one unmeasured event to each customer before the phases.
 	Warm bool
+	// Prime, for a plan that does not Warm, sends one unmeasured event to
+	// the first customer (of each tenant) and awaits its answer before the
+	// phases, which then start at their full rate: a standing start
+	// (-standing-start), the entity created and nothing else warm.
+	Prime bool
 	// ZipfS is the Zipf exponent (> 1) of the zipf shape.
 	ZipfS   float64
 	Tenants []string

@@ -273,6 +273,26 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("zipf with flags: %+v", cfg.plans[0])
 	}
 
+	// A standing start: no warm-up, one request to the first customer of
+	// each shape that does not warm its customers, then the full rate.
+	cfg, err = parseFlags([]string{"-shape", "hot,existing", "-standing-start", "-rates", "1000", "-step", "8s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hot, existing := cfg.plans[0], cfg.plans[1]; cfg.warmup != 0 || !cfg.standing || !hot.Prime || hot.Warm || existing.Prime || !existing.Warm ||
+		len(hot.Phases) != 1 || hot.Phases[0].Steps[0].Count != 8000 {
+		t.Errorf("-standing-start: warmup %s, hot %+v, existing %+v", cfg.warmup, hot, existing)
+	}
+	if cfg, err := parseFlags([]string{"-standing-start", "-warmup", "0"}, io.Discard); err != nil || cfg.warmup != 0 || !cfg.plans[0].Prime {
+		t.Errorf("-standing-start -warmup 0: %v, %+v", err, cfg)
+	}
+	if cfg, err := parseFlags([]string{"-entity-inflight", "2"}, io.Discard); err != nil || cfg.inFlight != 2 {
+		t.Errorf("-entity-inflight 2: %v, %d", err, cfg.inFlight)
+	}
+	if cfg, err := parseFlags([]string{"-shape", "hot"}, io.Discard); err != nil || cfg.warmup != 5*time.Second || cfg.plans[0].Prime {
+		t.Errorf("no -standing-start: warmup %s, prime %v, %v", cfg.warmup, cfg.plans[0].Prime, err)
+	}
+
 	t.Setenv("ENTITYFLOW_API_KEY", "")
 	t.Setenv("ENTITYFLOW_TENANT_API_KEYS", "")
 	if _, err := parseFlags([]string{"-temporal", "127.0.0.1:7233", "-api", "http://[::1]:8080/", "-api-key", "efk_k"}, io.Discard); err != nil {
@@ -299,6 +319,10 @@ func TestParseFlags(t *testing.T) {
 		{"-cache", "-1"},
 		{"-drain", "-1s"},
 		{"-warmup", "-1s"},
+		{"-standing-start", "-warmup", "5s"}, // a standing start has no warm-up
+		{"-entity-inflight", "-1"},
+		{"-entity-inflight", "11"}, // beyond Temporal's 10 in-flight updates per workflow
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-entity-inflight", "2"}, // a running API's admission is its own
 		{"-tenant-rate", "-1"},
 		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-tenant-rate", "20"}, // a running API's limits are its own
 		{"-zipf-s", "1"},

@@ -91,17 +91,20 @@ loop:
 		} else {
 			g.led.add(e)
 		}
+		at := time.Since(start)
 		wg.Go(func() {
 			defer func() { <-sem }()
 			kind, lat := sendOne(ctx, tgt, e, timeout)
 			g.led.record(e, tgt.fate(kind))
-			add(result{Kind: kind, Latency: lat})
+			add(result{Kind: kind, Latency: lat, At: at})
 		})
 	}
 	wg.Wait()
 	// Throughput is over the step's whole duration at least, so a step that
 	// answers promptly is measured at its offered rate, not above it.
-	return summarize(s, results, redelivered, max(time.Since(start), s.Duration))
+	r := summarize(s, results, redelivered, max(time.Since(start), s.Duration))
+	r.Timeline, r.started = timeline(results), start
+	return r
 }
 
 // sendOne sends e with its own deadline (not cut short by ctx: an answer is
@@ -139,12 +142,17 @@ func warm(ctx context.Context, tgt target, g *generator, n int, sem chan struct{
 
 // runPlan runs a shape's phases against one target, the steps of a phase
 // together, each with its tenant's generator; it warms the customers first
-// when the plan says so.
+// when the plan says so, or primes the first one (a standing start).
 func runPlan(ctx context.Context, mode string, tgt target, sp shapePlan, gens map[string]*generator, concurrency int, timeout time.Duration, progress func(StepReport)) []StepReport {
 	sem := make(chan struct{}, concurrency)
-	if sp.Warm {
+	switch {
+	case sp.Warm:
 		for _, t := range sp.Tenants {
 			warm(ctx, tgt, gens[t], sp.Customers, sem, timeout)
+		}
+	case sp.Prime:
+		for _, t := range sp.Tenants {
+			warm(ctx, tgt, gens[t], 1, sem, timeout)
 		}
 	}
 	var out []StepReport

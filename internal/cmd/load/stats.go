@@ -25,10 +25,12 @@ const (
 	kindDropped     = "dropped"
 )
 
-// result is one request's answer.
+// result is one request's answer; At is when it was sent, after its
+// step's start.
 type result struct {
 	Kind    string
 	Latency time.Duration
+	At      time.Duration
 }
 
 // StepReport is what one step measured.
@@ -59,6 +61,10 @@ type StepReport struct {
 	Timeouts int            `json:"timeouts"`
 	Mix      map[string]int `json:"mix"`
 	Elapsed  float64        `json:"elapsed_s"`
+	// Timeline is the step second by second (-timeline).
+	Timeline []Second `json:"timeline,omitempty"`
+	// started is when the step started, for the timeline's metrics.
+	started time.Time
 }
 
 // percentile returns the p-th percentile (0 < p <= 100) of sorted by the
@@ -71,6 +77,9 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	rank = min(max(rank, 1), len(sorted))
 	return sorted[rank-1]
 }
+
+// millis is d in ms to one decimal.
+func millis(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
 
 // okKind reports whether an answer is a success.
 func okKind(kind string) bool { return kind == kindOK || kind == "200" }
@@ -94,8 +103,7 @@ func summarize(s step, results []result, redelivered int, elapsed time.Duration)
 		lat = append(lat, res.Latency)
 	}
 	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
-	r.P50, r.P95, r.P99 = ms(percentile(lat, 50)), ms(percentile(lat, 95)), ms(percentile(lat, 99))
+	r.P50, r.P95, r.P99 = millis(percentile(lat, 50)), millis(percentile(lat, 95)), millis(percentile(lat, 99))
 	if elapsed > 0 {
 		r.Throughput = math.Round(float64(r.OK)/elapsed.Seconds()*10) / 10
 	}

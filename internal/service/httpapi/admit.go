@@ -78,3 +78,12 @@ func (m *Metrics) admissionInFlight(delta float64) {
 		m.admitInFlight.Add(delta)
 	}
 }
+
+// pointsUpdate records one points update of n commands, sent at start
+// and answered now.
+func (m *Metrics) pointsUpdate(n int, start time.Time) {
+	if m != nil {
+		m.pointsBatch.Observe(float64(n))
+		m.pointsTime.Observe(time.Since(start).Seconds())
+	}
+}

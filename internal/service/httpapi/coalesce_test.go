@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -95,10 +96,12 @@ func TestBurstToOneCustomerIsCoalesced(t *testing.T) {
 	const burst = 60
 	fake := &echoTemporal{}
 	logger := slog.New(slog.DiscardHandler)
+	reg := prometheus.NewRegistry()
 	api := &httpapi.Server{
 		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
 		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
 		Admission:   &admission.Limiter{MaxInFlight: 2, MaxWait: time.Minute},
+		Metrics:     httpapi.NewMetrics(reg),
 		Timeout:     30 * time.Second,
 		Logger:      logger,
 	}
@@ -136,6 +139,22 @@ func TestBurstToOneCustomerIsCoalesced(t *testing.T) {
 	assert.Equal(t, burst, total, "every event sent once: updates %v", fake.updates)
 	assert.Positive(t, batched, "updates %v: the commands behind the slots go in batches", fake.updates)
 	assert.Less(t, len(fake.updates), burst, "updates %v", fake.updates)
+	// The metrics count every update, with its commands.
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		switch h := mf.GetMetric()[0].GetHistogram(); mf.GetName() {
+		case "entity_points_batch_size":
+			assert.Equal(t, uint64(len(fake.updates)), h.GetSampleCount(), "updates")
+			assert.Equal(t, float64(burst), h.GetSampleSum(), "commands in them")
+			seen[mf.GetName()] = true
+		case "entity_points_update_seconds":
+			assert.Equal(t, uint64(len(fake.updates)), h.GetSampleCount(), "updates timed")
+			seen[mf.GetName()] = true
+		}
+	}
+	assert.Len(t, seen, 2, "both histograms gathered")
 }
 
 // The refusal of a command that went alone is the same answer, as

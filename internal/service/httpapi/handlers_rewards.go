@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/admission"
@@ -115,6 +116,7 @@ func (s *Server) pointsBatcher(limiter *admission.Limiter) *coalesce.Batcher[poi
 func (s *Server) sendPoints(ctx context.Context, _ string, cmds []pointsCommand) []coalesce.Outcome[rewards.PointsResult] {
 	s.Metrics.admissionInFlight(float64(len(cmds)))
 	defer s.Metrics.admissionInFlight(-float64(len(cmds)))
+	defer s.Metrics.pointsUpdate(len(cmds), time.Now())
 	out := make([]coalesce.Outcome[rewards.PointsResult], len(cmds))
 	first := cmds[0] // one key: one tenant's customer
 	if len(cmds) == 1 {

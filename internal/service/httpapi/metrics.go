@@ -19,6 +19,10 @@ type Metrics struct {
 	// Per-entity admission (admit.go).
 	admission     *prometheus.CounterVec
 	admitInFlight prometheus.Gauge
+	// The points commands' updates (handlers_rewards.go): commands per
+	// update and each update's time.
+	pointsBatch prometheus.Histogram
+	pointsTime  prometheus.Histogram
 }
 
 // NewMetrics creates the metrics and registers them with reg (none when reg
@@ -29,7 +33,12 @@ type Metrics struct {
 // commands that update an entity: entity_admission_total{outcome} (admitted:
 // at once; queued: waited in the queue and then admitted; rejected: answered
 // 429 entity-busy; canceled: the caller left while queued), and the gauge
-// entity_admission_in_flight (over all entities).
+// entity_admission_in_flight (over all entities). Per update of a
+// customer's points commands (one alone, or a coalesced apply-points-batch):
+// the histograms entity_points_batch_size (commands in the update) and
+// entity_points_update_seconds (the update's call, from its slot to its
+// answer), which tell a hot customer's batching and its entity's pace from
+// the time its commands waited for a slot.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		requests: metricsRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -48,6 +57,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		admitInFlight: metricsRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "entity_admission_in_flight",
 			Help: "Entity commands admitted and running, over all entities.",
+		})),
+		pointsBatch: metricsRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "entity_points_batch_size",
+			Help:    "Points commands per update sent to a customer's entity (1: alone; more: one coalesced apply-points-batch).",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+		})),
+		pointsTime: metricsRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "entity_points_update_seconds",
+			Help:    "Time of one points update to a customer's entity, from its admission slot to its answer.",
+			Buckets: prometheus.DefBuckets,
 		})),
 	}
 }
