@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rewardsact "github.com/entityflow/entityflow/activities/rewards"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/service/rollout"
@@ -305,9 +306,11 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		}
 	}
 
-	swept, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Rate: 50})
-	if err != nil || swept != (rollout.NudgeReport{Deployment: deployment, CurrentBuildID: "v2", Found: 5, Nudged: 5}) {
-		t.Fatalf("sweep: %+v, %v", swept, err)
+	swept, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Pacing: pacing.Config{Max: 50}})
+	paced := swept.Pacing
+	swept.Pacing = nil
+	if err != nil || swept != (rollout.NudgeReport{Deployment: deployment, CurrentBuildID: "v2", Found: 5, Nudged: 5}) || paced == nil || paced.Calls != 5 {
+		t.Fatalf("sweep: %+v, pacing %+v, %v", swept, paced, err)
 	}
 	for _, customer := range all {
 		id := rewards.RewardsWorkflowID(customer)
