@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -375,4 +377,138 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The adaptive sweep on a real server, as two sweepers over the halves of
+// the entities: 300 idle entities on v1, v2 becomes current, and the two
+// sweepers (slices 1/2 and 2/2, each with up to 8 signals in flight at a
+// pace that starts at 20/s and rises while the signals answer quickly and
+// the rewards task queue has no backlog) between them nudge every one of
+// them exactly once; every entity ends on v2, and each report's numbers add
+// up: found = nudged + gone + failed, one paced call per signalled entity,
+// the rate achieved is the calls over the duration, within the rates set.
+func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
+	srv := cluster.ForTestWith(t, cluster.FastVersioning())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	namespace := srv.NamespaceForTest(t, "sweep")
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: namespace, Logger: log.NewStructuredLogger(quietLogger(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const deployment = rollout.DefaultDeployment
+	const entities = 300
+	rc := &rewardsclient.Client{Temporal: c, AttemptTimeout: 10 * time.Second}
+
+	startWorker(t, c, namespace, deployment, "v1")
+	if _, err := rollout.SetCurrent(ctx, c, deployment, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	// Each entity's one event crosses into the gold tier, so its search
+	// attributes are written within a second and no short timer is left
+	// that would wake it (see the test above).
+	customers := make([]string, entities)
+	for i := range customers {
+		customers[i] = fmt.Sprintf("sweep-%d-%s", i, suffix)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, entities)
+	work := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for customer := range work {
+				ev := rewards.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: 600}
+				if _, err := rc.ApplyPoints(ctx, customer, ev); err != nil {
+					errs <- fmt.Errorf("%s: %w", customer, err)
+				}
+			}
+		})
+	}
+	for _, customer := range customers {
+		work <- customer
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, customer := range customers {
+		waitFor(t, ctx, customer+" to be idle", func() error { return idle(ctx, c, rewards.RewardsWorkflowID(customer)) })
+	}
+
+	startWorker(t, c, namespace, deployment, "v2")
+	if _, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "Status to count every entity on v1", func() error {
+		r, err := rollout.Status(ctx, c, deployment)
+		if err != nil {
+			return err
+		}
+		if r.CurrentBuildID != "v2" || r.NotOnCurrent != entities {
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+
+	reports := make([]rollout.NudgeReport, 2)
+	sweepErrs := make([]error, 2)
+	for k := range 2 {
+		wg.Go(func() {
+			reports[k], sweepErrs[k] = rollout.Nudge(ctx, c, rollout.NudgeOptions{
+				Deployment: deployment, Slice: rollout.Slice{K: k + 1, N: 2},
+				Pacing: pacing.Config{Max: 200, Start: 20, Concurrency: 8},
+			})
+		})
+	}
+	wg.Wait()
+	found, nudged := 0, 0
+	for k, r := range reports {
+		if sweepErrs[k] != nil {
+			t.Fatalf("sweeper %d: %v", k+1, sweepErrs[k])
+		}
+		t.Logf("sweeper %d: %s", k+1, r.Text())
+		p := r.Pacing
+		if r.Slice != fmt.Sprintf("%d/2", k+1) || r.Failed != 0 || r.Gone != 0 || r.Found != r.Nudged || p == nil {
+			t.Fatalf("sweeper %d: report %+v", k+1, r)
+		}
+		if p.Calls != r.Nudged || p.Seconds <= 0 || p.Concurrency != 8 || p.MinRate > p.MaxRate || p.MaxRate > 200 ||
+			p.MinRate < 1 || math.Abs(p.Rate*p.Seconds-float64(p.Calls)) > 0.5 || p.Backoffs < 0 {
+			t.Fatalf("sweeper %d: pacing %+v for %d nudges", k+1, *p, r.Nudged)
+		}
+		found += r.Found
+		nudged += r.Nudged
+	}
+	if found != entities || nudged != entities {
+		t.Fatalf("the two sweepers found %d and nudged %d entities, want %d each: the slices must split them", found, nudged, entities)
+	}
+	for _, customer := range customers {
+		n, err := nudges(ctx, c, rewards.RewardsWorkflowID(customer))
+		if err != nil || n != 1 {
+			t.Fatalf("%s: nudged %d times (%v), want once", customer, n, err)
+		}
+	}
+	waitFor(t, ctx, "every entity on v2", func() error {
+		r, err := rollout.Status(ctx, c, deployment)
+		if err != nil {
+			return err
+		}
+		if r.NotOnCurrent != 0 || r.Running != entities {
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+	for _, customer := range customers {
+		if build, err := buildOf(ctx, c, rewards.RewardsWorkflowID(customer)); err != nil || build != "v2" {
+			t.Fatalf("%s on build %q (%v), want v2", customer, build, err)
+		}
+	}
+	for _, customer := range customers[:10] {
+		if st, err := rc.Status(ctx, customer); err != nil || st.Points != 600 || st.EventCount != 1 {
+			t.Errorf("%s after the move: %+v, %v; want its 600 points from 1 event", customer, st, err)
+		}
+	}
 }
