@@ -571,4 +571,3 @@ func (l *liveTraffic) window(from, to time.Time) Window {
 	w.P50, w.P99 = q(0.5), q(0.99)
 	return w
 }
-
