@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -401,14 +402,27 @@ func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
 	const deployment = rollout.DefaultDeployment
 	const entities = 300
 	rc := &rewardsclient.Client{Temporal: c, AttemptTimeout: 10 * time.Second}
+	// On a loaded machine the server's deployment workflows can report a
+	// routing change as propagating for minutes after it took effect; the
+	// test goes on after 10 s and sweeps again while it waits, as the
+	// runbook says (and the deploy test does).
+	wait := rollout.PropagationWait
+	rollout.PropagationWait = 10 * time.Second
+	t.Cleanup(func() { rollout.PropagationWait = wait })
+	setCurrent := func(build string) {
+		t.Helper()
+		if _, err := rollout.SetCurrent(ctx, c, deployment, build); err != nil && !errors.Is(err, rollout.ErrStillPropagating) {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
 
 	startWorker(t, c, namespace, deployment, "v1")
-	if _, err := rollout.SetCurrent(ctx, c, deployment, "v1"); err != nil {
-		t.Fatal(err)
-	}
+	setCurrent("v1")
 	// Each entity's one event crosses into the gold tier, so its search
 	// attributes are written within a second and no short timer is left
-	// that would wake it (see the test above).
+	// that would wake it (see the test above); each is created and waited
+	// for until idle, 16 at a time.
 	customers := make([]string, entities)
 	for i := range customers {
 		customers[i] = fmt.Sprintf("sweep-%d-%s", i, suffix)
@@ -422,6 +436,14 @@ func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
 				ev := rewards.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: 600}
 				if _, err := rc.ApplyPoints(ctx, customer, ev); err != nil {
 					errs <- fmt.Errorf("%s: %w", customer, err)
+					continue
+				}
+				for idle(ctx, c, rewards.RewardsWorkflowID(customer)) != nil {
+					if ctx.Err() != nil {
+						errs <- fmt.Errorf("%s never idle: %w", customer, ctx.Err())
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
 				}
 			}
 		})
@@ -435,14 +457,10 @@ func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for _, customer := range customers {
-		waitFor(t, ctx, customer+" to be idle", func() error { return idle(ctx, c, rewards.RewardsWorkflowID(customer)) })
-	}
 
+	t.Logf("%d idle entities on v1 after %v", entities, time.Since(began).Round(time.Second))
 	startWorker(t, c, namespace, deployment, "v2")
-	if _, err := rollout.SetCurrent(ctx, c, deployment, "v2"); err != nil {
-		t.Fatal(err)
-	}
+	setCurrent("v2")
 	waitFor(t, ctx, "Status to count every entity on v1", func() error {
 		r, err := rollout.Status(ctx, c, deployment)
 		if err != nil {
@@ -485,22 +503,34 @@ func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
 	if found != entities || nudged != entities {
 		t.Fatalf("the two sweepers found %d and nudged %d entities, want %d each: the slices must split them", found, nudged, entities)
 	}
-	for _, customer := range customers {
-		n, err := nudges(ctx, c, rewards.RewardsWorkflowID(customer))
-		if err != nil || n != 1 {
-			t.Fatalf("%s: nudged %d times (%v), want once", customer, n, err)
-		}
-	}
+	swept := time.Now()
+	lastSweep, again := swept, 0
 	waitFor(t, ctx, "every entity on v2", func() error {
 		r, err := rollout.Status(ctx, c, deployment)
 		if err != nil {
 			return err
 		}
 		if r.NotOnCurrent != 0 || r.Running != entities {
+			// Woken before the routing change reached the task queue, an
+			// entity stays: sweep again, as the runbook says.
+			if reports[0].Propagating && time.Since(lastSweep) > 10*time.Second {
+				again++
+				if _, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment}); err != nil {
+					return err
+				}
+				lastSweep = time.Now()
+			}
 			return fmt.Errorf("report %+v", r)
 		}
 		return nil
 	})
+	t.Logf("every entity on v2 %v after the sweeps ended (%d sweeps more), %v after the test began", time.Since(swept).Round(100*time.Millisecond), again, time.Since(began).Round(time.Second))
+	for _, customer := range customers {
+		n, err := nudges(ctx, c, rewards.RewardsWorkflowID(customer))
+		if err != nil || n < 1 || (again == 0 && n != 1) {
+			t.Fatalf("%s: nudged %d times (%v) in %d sweeps more, want once (at least once with more sweeps)", customer, n, err, again)
+		}
+	}
 	for _, customer := range customers {
 		if build, err := buildOf(ctx, c, rewards.RewardsWorkflowID(customer)); err != nil || build != "v2" {
 			t.Fatalf("%s on build %q (%v), want v2", customer, build, err)
