@@ -181,6 +181,24 @@ bench-failover: cluster-tools $(NATS_SERVER)
 	FAILOVER_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run '^TestSplitClusterFailover$$' ./internal/tests/integration/failover/ >bench-failover.txt 2>&1; \
 	rc=$$?; grep -E 'failover: |^(ok|FAIL|--- )' bench-failover.txt; exit $$rc
 
+# A fleet-wide nudge measured: NUDGE_ENTITIES idle rewards entities pinned on
+# version A, B made current, then `starter deploy nudge`'s adaptive sweep
+# moves them while live traffic (the load harness's client mode, 100/s by
+# default) runs; then the same sweep over as many bare workflows that
+# continue as new on a signal (the baseline), in the same run. It prints the
+# entities moved per second, the live p99 alone and during each sweep, and
+# the hours per million. It starts temporal-server on PostgreSQL as
+# bin/cluster does (databases temporal_nudgebench*, a new namespace per run,
+# log in data/nudgebench-cluster/); NUDGE_FLAGS='-temporal 127.0.0.1:PORT'
+# targets a running server instead (another topology), the rest
+# `go run ./internal/cmd/nudgebench -h`.
+NUDGE_ENTITIES ?= 2000
+NUDGE_FLAGS ?=
+.PHONY: bench-nudge
+bench-nudge: cluster-tools
+	@mkdir -p data
+	$(GO) run ./internal/cmd/nudgebench -entities $(NUDGE_ENTITIES) $(NUDGE_FLAGS)
+
 # A short load run against a self-started server with the rewards worker and
 # the HTTP API in process: raw UpdateWithStart of a do-nothing workflow (the
 # baseline), the Go client and the HTTP API, each in the traffic shapes of

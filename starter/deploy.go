@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -42,7 +41,9 @@ func parseDeploy(fs *flag.FlagSet, args []string) (deployRequest, error) {
 	req := deployRequest{sub: args[0]}
 	fs.Init("starter deploy "+req.sub, flag.ContinueOnError)
 	fs.StringVar(&req.deployment, "deployment", rollout.DefaultDeployment, "Worker Deployment `name`")
-	var percent float64 // ramp's -percent
+	var percent float64   // ramp's -percent
+	var pace *pacingFlags // nudge's pacing flags
+	var slice string      // nudge's -slice
 	switch req.sub {
 	case "status":
 	case "set-current":
@@ -53,7 +54,8 @@ func parseDeploy(fs *flag.FlagSet, args []string) (deployRequest, error) {
 		fs.Float64Var(&percent, "percent", 0, "`percentage` of the new entities to start on the version instead of the current one, more than 0 and at most 100 (required; at 100 every new entity starts on it while the current version stays current)")
 		setDefault(fs, "timeout", 10*time.Minute)
 	case "nudge":
-		fs.Float64Var(&req.nudge.Rate, "rate", rollout.DefaultNudgeRate, "signals per second")
+		pace = addPacingFlags(fs, "signals", true)
+		fs.StringVar(&slice, "slice", "", "nudge only slice `k/n` of the entities (1 <= k <= n, by a hash of the workflow ID): run n sweepers, one per k, to cover every entity once")
 		fs.IntVar(&req.nudge.Max, "max", 0, "nudge at most this many entities (0: all)")
 		fs.BoolVar(&req.nudge.DryRun, "dry-run", false, "count the entities that would be nudged, signal none")
 		setDefault(fs, "timeout", 24*time.Hour)
@@ -65,6 +67,15 @@ func parseDeploy(fs *flag.FlagSet, args []string) (deployRequest, error) {
 	}
 	if fs.NArg() > 0 {
 		return deployRequest{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if pace != nil {
+		var err error
+		if req.nudge.Pacing, err = pace.config(); err != nil {
+			return deployRequest{}, err
+		}
+		if req.nudge.Slice, err = rollout.ParseSlice(slice); err != nil {
+			return deployRequest{}, fmt.Errorf("-%w", err)
+		}
 	}
 	if err := req.check(percent, isSet(fs, "percent")); err != nil {
 		return deployRequest{}, err
@@ -104,9 +115,6 @@ func (r *deployRequest) check(percent float64, percentSet bool) error {
 			return fmt.Errorf("-percent %v: must be more than 0 and at most 100", percent)
 		}
 	case "nudge":
-		if !(r.nudge.Rate > 0) || math.IsInf(r.nudge.Rate, 0) { // NaN too
-			return fmt.Errorf("-rate %v: must be a positive number", r.nudge.Rate)
-		}
 		if r.nudge.Max < 0 {
 			return fmt.Errorf("-max %d: must be 0 (all) or more", r.nudge.Max)
 		}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rewardsact "github.com/entityflow/entityflow/activities/rewards"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/service/rollout"
@@ -22,9 +23,18 @@ import (
 )
 
 func TestParseDeploy(t *testing.T) {
-	nudge := func(deployment string, rate float64, max int, dry bool) rollout.NudgeOptions {
-		return rollout.NudgeOptions{Deployment: deployment, Rate: rate, Max: max, DryRun: dry}
+	paced := func(max, min, start float64) pacing.Config {
+		return pacing.Config{Max: max, Min: min, Start: start, Step: pacing.DefaultStep, Decrease: pacing.DefaultDecrease,
+			Concurrency: pacing.DefaultConcurrency, Interval: pacing.DefaultInterval, LatencyTarget: pacing.DefaultLatencyTarget,
+			BacklogTarget: pacing.DefaultBacklogTarget, BacklogAgeTarget: pacing.DefaultBacklogAgeTarget}
 	}
+	nudge := func(deployment string, pace pacing.Config, max int, dry bool) rollout.NudgeOptions {
+		return rollout.NudgeOptions{Deployment: deployment, Pacing: pace, Max: max, DryRun: dry}
+	}
+	targets := paced(100, 5, 50)
+	targets.Concurrency, targets.LatencyTarget, targets.BacklogTarget, targets.BacklogAgeTarget = 3, 80*time.Millisecond, 40, 500*time.Millisecond
+	sliced := nudge("entityflow", paced(pacing.DefaultMax, pacing.DefaultMin, pacing.DefaultStart), 0, false)
+	sliced.Slice = rollout.Slice{K: 2, N: 4}
 	for _, tc := range []struct {
 		name    string
 		env     string // WORKER_DEPLOYMENT_NAME
@@ -50,9 +60,16 @@ func TestParseDeploy(t *testing.T) {
 		{name: "ramp everything", args: []string{"ramp", "-percent", "100", "-build-id", "v2", "-json"},
 			want: deployRequest{sub: "ramp", deployment: "entityflow", buildID: "v2", percent: 100}, timeout: 10 * time.Minute},
 		{name: "nudge defaults", args: []string{"nudge"},
-			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", 20, 0, false)}, timeout: 24 * time.Hour},
+			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", paced(pacing.DefaultMax, pacing.DefaultMin, pacing.DefaultStart), 0, false)}, timeout: 24 * time.Hour},
 		{name: "nudge", env: "blue", args: []string{"nudge", "-rate", "2.5", "-max", "100", "-dry-run"},
-			want: deployRequest{sub: "nudge", deployment: "blue", nudge: nudge("blue", 2.5, 100, true)}, timeout: 24 * time.Hour},
+			want: deployRequest{sub: "nudge", deployment: "blue", nudge: nudge("blue", paced(2.5, 1, 2.5), 100, true)}, timeout: 24 * time.Hour},
+		{name: "nudge at a fixed pace under 1/s", args: []string{"nudge", "-rate", "0.5", "-min-rate", "0.5"},
+			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", paced(0.5, 0.5, 0.5), 0, false)}, timeout: 24 * time.Hour},
+		{name: "nudge with every target", args: []string{"nudge", "-rate", "100", "-min-rate", "5", "-start-rate", "50", "-concurrency", "3",
+			"-latency-target", "80ms", "-backlog-target", "40", "-backlog-age-target", "500ms"},
+			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", targets, 0, false)}, timeout: 24 * time.Hour},
+		{name: "nudge a slice", args: []string{"nudge", "-slice", "2/4"},
+			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: sliced}, timeout: 24 * time.Hour},
 
 		{name: "no subcommand", args: nil, err: deployUsage},
 		{name: "a flag first", args: []string{"-deployment", "x", "status"}, err: deployUsage},
@@ -78,6 +95,15 @@ func TestParseDeploy(t *testing.T) {
 		{name: "zero rate", args: []string{"nudge", "-rate", "0"}, err: "-rate 0: must be a positive number"},
 		{name: "rate NaN", args: []string{"nudge", "-rate", "NaN"}, err: "-rate NaN: must be a positive number"},
 		{name: "rate infinite", args: []string{"nudge", "-rate", "+Inf"}, err: "-rate +Inf: must be a positive number"},
+		{name: "zero min rate", args: []string{"nudge", "-min-rate", "0"}, err: "-min-rate 0: must be a positive number"},
+		{name: "min rate over the ceiling", args: []string{"nudge", "-rate", "10", "-min-rate", "20"}, err: "-min-rate 20 is above -rate 10"},
+		{name: "start rate over the ceiling", args: []string{"nudge", "-rate", "10", "-start-rate", "20"}, err: "-start-rate 20: must be within -min-rate 1 and -rate 10"},
+		{name: "no concurrency", args: []string{"nudge", "-concurrency", "0"}, err: "-concurrency 0: must be 1 or more"},
+		{name: "zero latency target", args: []string{"nudge", "-latency-target", "0s"}, err: "-latency-target 0s: must be positive"},
+		{name: "zero backlog target", args: []string{"nudge", "-backlog-target", "0"}, err: "-backlog-target 0: must be 1 or more"},
+		{name: "negative backlog age target", args: []string{"nudge", "-backlog-age-target", "-1s"}, err: "-backlog-age-target -1s: must be positive"},
+		{name: "slice out of range", args: []string{"nudge", "-slice", "5/4"}, err: "-slice 5/4: want k/n with 1 <= k <= n"},
+		{name: "slice not k/n", args: []string{"nudge", "-slice", "half"}, err: `-slice "half": want k/n, for example 2/4 (the second of four)`},
 		{name: "negative max", args: []string{"nudge", "-max", "-1"}, err: "-max -1: must be 0 (all) or more"},
 		{name: "a flag of another subcommand", args: []string{"status", "-build-id", "v2"}, err: "flag provided but not defined: -build-id"},
 	} {
@@ -115,6 +141,7 @@ func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
 		{"deploy", "ramp", "-build-id", "v2"},
 		{"deploy", "ramp", "-build-id", "v2", "-percent", "0"},
 		{"deploy", "nudge", "-rate", "-1"},
+		{"deploy", "nudge", "-slice", "0/3"},
 		{"deploy", "status", "-deployment", "a:b"},
 	} {
 		stdout, _, err := runStarter(t, append(args, "-address", unreachable)...)
@@ -126,7 +153,7 @@ func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
 
 func TestDeployHelp(t *testing.T) {
 	for sub, want := range map[string][]string{
-		"nudge": {"Usage of starter deploy nudge:", "-deployment name", "-rate", "-max", "-dry-run", "-json", "(default 24h0m0s)"},
+		"nudge": {"Usage of starter deploy nudge:", "-deployment name", "-rate", "-min-rate", "-start-rate", "-concurrency", "-latency-target", "-backlog-target", "-backlog-age-target", "-slice k/n", "-max", "-dry-run", "-json", "(default 24h0m0s)"},
 		"ramp":  {"Usage of starter deploy ramp:", "-deployment name", "-build-id id", "-percent percentage", "while the current version stays current", "-json", "(default 10m0s)"},
 	} {
 		_, stderr, err := runStarter(t, "deploy", sub, "-h")

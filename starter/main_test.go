@@ -130,6 +130,21 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 	if err == nil || err.Error() != "flag provided but not defined: -database-urlx" {
 		t.Errorf("schedules sync -database-urlx: %v", err)
 	}
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"-rate", "0"}, "-rate 0: must be a positive number"},
+		{[]string{"-rate", "5", "-min-rate", "6"}, "-min-rate 6 is above -rate 5"},
+		{[]string{"-concurrency", "0"}, "-concurrency 0: must be 1 or more"},
+		{[]string{"-latency-target", "-1s"}, "-latency-target -1s: must be positive"},
+		{[]string{"-backlog-target", "5"}, "flag provided but not defined: -backlog-target"},
+	} {
+		_, _, err := runStarter(t, append([]string{"schedules", "sync", "-address", unreachable}, c.flags...)...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("schedules sync %v: %v, want %q", c.flags, err, c.want)
+		}
+	}
 }
 
 // A command's -h prints its flags and exits 2, as flag.ErrHelp does in main.

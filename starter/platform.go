@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/entityflow/entityflow/activities/platform/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
@@ -168,7 +169,12 @@ func runCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string,
 
 func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []string, out io.Writer) error {
 	dbURL := databaseFlag(fs)
+	pace := addPacingFlags(fs, "schedule calls", false)
 	if err := parseFlags(fs, "schedules", args); err != nil {
+		return err
+	}
+	cfg, err := pace.config()
+	if err != nil {
 		return err
 	}
 	s, err := g.platformSession(ctx, *dbURL)
@@ -176,10 +182,18 @@ func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args
 		return err
 	}
 	defer s.Close()
-	rep, err := s.platform.SyncSchedules(s.ctx)
+	rep, err := s.platform.SyncSchedules(s.ctx, cfg)
 	if err != nil {
 		return err
 	}
+	return print(out, *g.asJSON, rep, schedulesSyncText(rep))
+}
+
+// schedulesSyncText is schedules sync's answer for a person.
+func schedulesSyncText(rep schedules.Report) string {
 	text := fmt.Sprintf("schedules: %d created, %d updated, %d unchanged, %d deleted", len(rep.Created), len(rep.Updated), len(rep.Unchanged), len(rep.Deleted))
-	return print(out, *g.asJSON, rep, text)
+	if p := rep.Pacing; p != nil {
+		text += fmt.Sprintf("; %d calls in %.1f s at %.1f/s (rate %.3g to %.3g/s, %d in flight, backed off %d times)", p.Calls, p.Seconds, p.Rate, p.MinRate, p.MaxRate, p.Concurrency, p.Backoffs)
+	}
+	return text
 }

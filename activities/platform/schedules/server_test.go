@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/workflows/platform"
 )
@@ -196,8 +197,15 @@ func TestSyncOnServer(t *testing.T) {
 	awaitListed(ctx, t, sc, platform.ScheduleID(existing.ActivityID), platform.ScheduleID(stale.ActivityID), other)
 
 	existing.Trigger.Cron.Expression = "0 5 1 1 *"
-	report, err := Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event})
+	// Paced, several calls at once: two Puts and a Delete.
+	pacer, err := pacing.Start(pacing.Config{Concurrency: 4}, nil)
 	require.NoError(t, err)
+	report, err := Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event}, pacer)
+	require.NoError(t, err)
+	require.NotNil(t, report.Pacing)
+	assert.Equal(t, 3, report.Pacing.Calls)
+	assert.Equal(t, 4, report.Pacing.Concurrency)
+	report.Pacing = nil
 	assert.Equal(t, Report{
 		Created: []string{fresh.ActivityID},
 		Updated: []string{existing.ActivityID},
@@ -216,7 +224,7 @@ func TestSyncOnServer(t *testing.T) {
 		assert.Contains(c, listed, platform.ScheduleID(fresh.ActivityID))
 		assert.NotContains(c, listed, platform.ScheduleID(stale.ActivityID))
 	}, visibilityDeadline, 100*time.Millisecond)
-	report, err = Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event})
+	report, err = Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, Report{Unchanged: slices.Sorted(slices.Values([]string{existing.ActivityID, fresh.ActivityID}))}, report)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/entityflow/entityflow/activities/platform/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/infra/backoff"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/store"
 	platformwf "github.com/entityflow/entityflow/workflows/platform"
 )
@@ -348,13 +349,21 @@ func (s *Service) logger() *slog.Logger {
 	return s.Logger
 }
 
-// SyncSchedules makes the Temporal Schedules match the stored cron definitions.
-func (s *Service) SyncSchedules(ctx context.Context) (schedules.Report, error) {
-	defs, err := s.definitions(ctx)
+// SyncSchedules makes the Temporal Schedules match the stored cron
+// definitions, its creates, updates and deletes paced by pace (adaptive on
+// their latency and the server's overload errors; pacing.Config's defaults
+// for its zero fields).
+func (s *Service) SyncSchedules(ctx context.Context, pace pacing.Config) (schedules.Report, error) {
+	p, err := pacing.Start(pace, nil)
 	if err != nil {
 		return schedules.Report{}, err
 	}
-	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), s.DataConverter, defs)
+	defs, err := s.definitions(ctx)
+	if err != nil {
+		p.Stop()
+		return schedules.Report{}, err
+	}
+	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), s.DataConverter, defs, p)
 }
 
 // RunView is a run row with its task rows, as `GET /v1/runs/{run_id}` shows it.

@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"strings"
 
+	"sync"
+
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/time/rate"
 
 	"github.com/entityflow/entityflow/internal/infra/backoff"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
-
-// DefaultNudgeRate is Nudge's pace when NudgeOptions.Rate is zero, in signals
-// per second: each nudge makes a workflow task and, for an entity that moves,
-// a ContinueAsNew, so a sweep should not compete with traffic.
-const DefaultNudgeRate = 20
 
 // listPageSize is how many executions Nudge lists at a time: its memory is
 // bounded by one page, however many entities there are.
@@ -29,8 +28,14 @@ type NudgeOptions struct {
 	// Deployment is the Worker Deployment whose current version the entities
 	// should be on.
 	Deployment string
-	// Rate caps the signals per second (default DefaultNudgeRate).
-	Rate float64
+	// Pacing paces the signals: adaptive between Pacing.Min and Pacing.Max
+	// signals a second by the signals' latency, the rewards task queue's
+	// backlog and the server's overload errors, Pacing.Concurrency in
+	// flight (pacing.Config's defaults for its zero fields).
+	Pacing pacing.Config
+	// Slice is the share of the entities this sweep nudges; the zero Slice
+	// is all of them.
+	Slice Slice
 	// Max caps the entities nudged in one sweep; 0 means all of them.
 	Max int
 	// DryRun lists and counts the entities without signalling any.
@@ -44,9 +49,11 @@ type NudgeReport struct {
 	// RampingBuildID is the version a ramp is moving a share of the
 	// entities to, empty without a ramp: the entities on it are not nudged.
 	RampingBuildID string `json:"ramping_build_id,omitempty"`
-	DryRun         bool   `json:"dry_run"`
-	// Found counts the entities found not on the current version, up to
-	// where the sweep stopped.
+	// Slice is the sweep's share of the entities ("2/4"), empty for all.
+	Slice  string `json:"slice,omitempty"`
+	DryRun bool   `json:"dry_run"`
+	// Found counts the entities found not on the current version (in the
+	// sweep's slice), up to where the sweep stopped.
 	Found int `json:"found"`
 	// Nudged counts the signals the server accepted; Gone the entities that
 	// ended before their signal (nothing to move); Failed the other signals,
@@ -62,18 +69,29 @@ type NudgeReport struct {
 	// task queue when the sweep began (ErrStillPropagating): entities woken
 	// then may not hear of it; run the sweep again later.
 	Propagating bool `json:"propagating,omitempty"`
+	// Pacing is how the signals were paced: the sweep's duration, the rate
+	// achieved, the lowest and highest rate set and the backoffs; nil for a
+	// dry run.
+	Pacing *pacing.Stats `json:"pacing,omitempty"`
 }
 
 // Nudge wakes every running rewards entity that is not on the current version
 // of opts.Deployment (unversioned ones included) nor on its ramping version,
-// if a ramp is under way, with the no-op signal
+// if a ramp is under way, and is in opts.Slice, with the no-op signal
 // rewards.SignalNudge, sent to its workflow ID (whichever run is current),
-// at most opts.Rate a second and at most opts.Max of them. A woken entity
+// paced by opts.Pacing and at most opts.Max of them. A woken entity
 // learns that the current version changed and continues as new onto it; an
 // unversioned one moves to it at once. Nudge first waits until the
 // deployment's last routing change has reached every task queue, as a nudge
 // sent before would not tell the entity of it; after PropagationWait it
 // sweeps anyway and says so (NudgeReport.Propagating).
+//
+// The pace adapts (package pacing): it rises while the signals answer within
+// opts.Pacing.LatencyTarget and the rewards task queue's backlog (its
+// approximate count and age, as DescribeTaskQueue reports them) stays
+// within its targets, and falls when not, or when the server refuses
+// signals as overloaded: every moved entity is a workflow task and a
+// ContinueAsNew on the workers that serve live traffic too.
 //
 // An entity that ended meanwhile counts as gone; other failed signals are
 // counted, and the first one is returned as the error with the report. A
@@ -83,12 +101,14 @@ type NudgeReport struct {
 // before 1.30.2 (the dev server 1.29.1 among them) never tells a Pinned
 // entity that the version changed: there the nudged entities wake and stay.
 func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport, error) {
-	r := NudgeReport{Deployment: opts.Deployment, DryRun: opts.DryRun}
+	r := NudgeReport{Deployment: opts.Deployment, DryRun: opts.DryRun, Slice: opts.Slice.String()}
 	if err := ValidateDeployment(opts.Deployment); err != nil {
 		return r, err
 	}
-	lim, err := newLimiter(opts.Rate)
-	if err != nil {
+	if _, err := opts.Pacing.WithDefaults(); err != nil {
+		return r, err
+	}
+	if err := opts.Slice.Validate(); err != nil {
 		return r, err
 	}
 	if opts.Max < 0 {
@@ -118,54 +138,119 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 		}
 		return ids, resp.GetNextPageToken(), nil
 	}
+	if opts.DryRun {
+		return r, sweep(ctx, list, nil, nil, opts, &r)
+	}
+	namespace, err := namespaceOf(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	p, err := pacing.Start(opts.Pacing, TaskQueueBacklog(c, namespace, rewards.RewardsTaskQueue))
+	if err != nil {
+		return r, err
+	}
 	signal := func(ctx context.Context, workflowID string) error {
 		return c.SignalWorkflow(ctx, workflowID, "", rewards.SignalNudge, nil)
 	}
-	err = sweep(ctx, list, signal, lim, opts, &r)
+	err = sweep(ctx, list, signal, p, opts, &r)
+	stats := p.Stop()
+	r.Pacing = &stats
 	return r, err
 }
 
-// newLimiter paces signals at perSecond (0: DefaultNudgeRate), one at a time.
-func newLimiter(perSecond float64) (*rate.Limiter, error) {
-	switch {
-	case perSecond < 0:
-		return nil, fmt.Errorf("rate %v: must be positive", perSecond)
-	case perSecond == 0:
-		perSecond = DefaultNudgeRate
+// TaskQueueBacklog is a pacing.Probe of a workflow task queue's backlog, as
+// DescribeTaskQueue with its stats reports it: the approximate count and
+// the age of the oldest task, across the queue's versions.
+func TaskQueueBacklog(c client.Client, namespace, taskQueue string) pacing.Probe {
+	return func(ctx context.Context) (pacing.Backlog, error) {
+		resp, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace:     namespace,
+			TaskQueue:     &taskqueuepb.TaskQueue{Name: taskQueue, Kind: enums.TASK_QUEUE_KIND_NORMAL},
+			TaskQueueType: enums.TASK_QUEUE_TYPE_WORKFLOW,
+			ReportStats:   true,
+		})
+		if err != nil {
+			return pacing.Backlog{}, fmt.Errorf("describing task queue %s: %w", taskQueue, err)
+		}
+		st := resp.GetStats()
+		if st == nil {
+			return pacing.Backlog{}, fmt.Errorf("task queue %s: the server reported no stats", taskQueue)
+		}
+		return pacing.Backlog{Count: st.GetApproximateBacklogCount(), Age: st.GetApproximateBacklogAge().AsDuration()}, nil
 	}
-	return rate.NewLimiter(rate.Limit(perSecond), 1), nil
 }
 
 // pager returns the workflow IDs of one page of the listing from token, and
 // the token of the next (empty after the last).
 type pager func(ctx context.Context, token []byte) (ids []string, next []byte, err error)
 
-// waiter blocks until the next signal may go (a *rate.Limiter).
-type waiter interface {
-	Wait(ctx context.Context) error
+// pace runs calls at a pace (a *pacing.Pacer).
+type pace interface {
+	Go(ctx context.Context, call func(ctx context.Context) error) error
+	Wait()
 }
 
 // signalAttempts bounds the tries of one signal that fails transiently.
 const signalAttempts = 3
 
-// sweep signals each listed workflow, paced by lim and bounded by opts.Max,
-// and counts into r. It returns a listing error or ctx's end at once, and
-// otherwise the first failed signal's.
-func sweep(ctx context.Context, list pager, signal func(ctx context.Context, workflowID string) error, lim waiter, opts NudgeOptions, r *NudgeReport) error {
-	var firstErr error
+// sweep signals each listed workflow in opts.Slice, paced by p and bounded
+// by opts.Max, and counts into r; a dry run (nil signal and p) only counts.
+// It returns a listing error or ctx's end at once (after the signals in
+// flight), and otherwise the first failed signal's.
+func sweep(ctx context.Context, list pager, signal func(ctx context.Context, workflowID string) error, p pace, opts NudgeOptions, r *NudgeReport) error {
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	if p != nil {
+		defer p.Wait()
+	}
 	failed := func() error {
+		if p != nil {
+			p.Wait()
+		}
+		mu.Lock()
+		defer mu.Unlock()
 		if firstErr == nil {
 			return nil
 		}
 		return fmt.Errorf("%d of %d nudges failed; first: %w", r.Failed, r.Found, firstErr)
 	}
+	nudge := func(ctx context.Context, id string) error {
+		err := backoff.Do(ctx, backoff.Policy{Attempts: signalAttempts}, backoff.Transient, func(ctx context.Context) error {
+			return signal(ctx, id)
+		}, "nudging")
+		var notFound *serviceerror.NotFound
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			r.Nudged++
+		case errors.As(err, &notFound):
+			r.Gone++
+		case ctx.Err() != nil:
+		default:
+			r.Failed++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("nudging %s: %w", id, err)
+				r.FirstError = firstErr.Error()
+			}
+		}
+		return err
+	}
 	var token []byte
 	for {
 		ids, next, err := list(ctx, token)
 		if err != nil {
+			if p != nil {
+				p.Wait()
+			}
 			return fmt.Errorf("listing entities not on the current version: %w", err)
 		}
 		for _, id := range ids {
+			if !opts.Slice.Holds(id) {
+				continue
+			}
 			if opts.Max > 0 && r.Found == opts.Max {
 				r.MaxReached = true
 				return failed()
@@ -174,30 +259,17 @@ func sweep(ctx context.Context, list pager, signal func(ctx context.Context, wor
 			if opts.DryRun {
 				continue
 			}
-			if err := lim.Wait(ctx); err != nil {
+			if err := p.Go(ctx, func(ctx context.Context) error { return nudge(ctx, id) }); err != nil {
+				p.Wait()
 				return fmt.Errorf("nudging: %w", err)
-			}
-			err := backoff.Do(ctx, backoff.Policy{Attempts: signalAttempts}, backoff.Transient, func(ctx context.Context) error {
-				return signal(ctx, id)
-			}, "nudging")
-			var notFound *serviceerror.NotFound
-			switch {
-			case err == nil:
-				r.Nudged++
-			case errors.As(err, &notFound):
-				r.Gone++
-			case ctx.Err() != nil:
-				return fmt.Errorf("nudging: %w", ctx.Err())
-			default:
-				r.Failed++
-				if firstErr == nil {
-					firstErr = fmt.Errorf("nudging %s: %w", id, err)
-					r.FirstError = firstErr.Error()
-				}
 			}
 		}
 		if len(next) == 0 {
-			return failed()
+			err := failed()
+			if ctx.Err() != nil {
+				return fmt.Errorf("nudging: %w", ctx.Err())
+			}
+			return err
 		}
 		token = next
 	}
@@ -224,6 +296,16 @@ func (r NudgeReport) Text() string {
 		if r.Failed > 0 {
 			fmt.Fprintf(&b, "; %d failed (first: %s)", r.Failed, r.FirstError)
 		}
+	}
+	if r.Slice != "" {
+		fmt.Fprintf(&b, " in slice %s", r.Slice)
+	}
+	if p := r.Pacing; p != nil {
+		fmt.Fprintf(&b, "; %.1f s at %.1f/s (rate %.3g to %.3g/s, %d in flight, backed off %d times", p.Seconds, p.Rate, p.MinRate, p.MaxRate, p.Concurrency, p.Backoffs)
+		if p.LastBackoff != "" {
+			fmt.Fprintf(&b, ", last: %s", p.LastBackoff)
+		}
+		b.WriteString(")")
 	}
 	if r.MaxReached {
 		b.WriteString("; stopped at -max, more remain: run it again")

@@ -2,9 +2,12 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	rewardsact "github.com/entityflow/entityflow/activities/rewards"
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rewardsworker"
 	"github.com/entityflow/entityflow/internal/service/rollout"
@@ -305,9 +309,11 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		}
 	}
 
-	swept, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Rate: 50})
-	if err != nil || swept != (rollout.NudgeReport{Deployment: deployment, CurrentBuildID: "v2", Found: 5, Nudged: 5}) {
-		t.Fatalf("sweep: %+v, %v", swept, err)
+	swept, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Pacing: pacing.Config{Max: 50}})
+	paced := swept.Pacing
+	swept.Pacing = nil
+	if err != nil || swept != (rollout.NudgeReport{Deployment: deployment, CurrentBuildID: "v2", Found: 5, Nudged: 5}) || paced == nil || paced.Calls != 5 {
+		t.Fatalf("sweep: %+v, pacing %+v, %v", swept, paced, err)
 	}
 	for _, customer := range all {
 		id := rewards.RewardsWorkflowID(customer)
@@ -372,4 +378,167 @@ func TestRolloutMovesIdleEntitiesToTheCurrentVersion(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The adaptive sweep on a real server, as two sweepers over the halves of
+// the entities: 300 idle entities on v1, v2 becomes current, and the two
+// sweepers (slices 1/2 and 2/2, each with up to 8 signals in flight at a
+// pace that starts at 20/s and rises while the signals answer quickly and
+// the rewards task queue has no backlog) between them nudge every one of
+// them exactly once; every entity ends on v2, and each report's numbers add
+// up: found = nudged + gone + failed, one paced call per signalled entity,
+// the rate achieved is the calls over the duration, within the rates set.
+func TestAdaptiveSweepMovesAFewHundredIdleEntities(t *testing.T) {
+	srv := cluster.ForTestWith(t, cluster.FastVersioning())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	namespace := srv.NamespaceForTest(t, "sweep")
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: namespace, Logger: log.NewStructuredLogger(quietLogger(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const deployment = rollout.DefaultDeployment
+	const entities = 300
+	rc := &rewardsclient.Client{Temporal: c, AttemptTimeout: 10 * time.Second}
+	// On a loaded machine the server's deployment workflows can report a
+	// routing change as propagating for minutes after it took effect; the
+	// test goes on after 10 s and sweeps again while it waits, as the
+	// runbook says (and the deploy test does).
+	wait := rollout.PropagationWait
+	rollout.PropagationWait = 10 * time.Second
+	t.Cleanup(func() { rollout.PropagationWait = wait })
+	setCurrent := func(build string) {
+		t.Helper()
+		if _, err := rollout.SetCurrent(ctx, c, deployment, build); err != nil && !errors.Is(err, rollout.ErrStillPropagating) {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+
+	startWorker(t, c, namespace, deployment, "v1")
+	setCurrent("v1")
+	// Each entity's one event crosses into the gold tier, so its search
+	// attributes are written within a second and no short timer is left
+	// that would wake it (see the test above); each is created and waited
+	// for until idle, 16 at a time.
+	customers := make([]string, entities)
+	for i := range customers {
+		customers[i] = fmt.Sprintf("sweep-%d-%s", i, suffix)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, entities)
+	work := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for customer := range work {
+				ev := rewards.PointEvent{DedupKey: "k-" + customer, Activity: "purchase", Points: 600}
+				if _, err := rc.ApplyPoints(ctx, customer, ev); err != nil {
+					errs <- fmt.Errorf("%s: %w", customer, err)
+					continue
+				}
+				for idle(ctx, c, rewards.RewardsWorkflowID(customer)) != nil {
+					if ctx.Err() != nil {
+						errs <- fmt.Errorf("%s never idle: %w", customer, ctx.Err())
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		})
+	}
+	for _, customer := range customers {
+		work <- customer
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	t.Logf("%d idle entities on v1 after %v", entities, time.Since(began).Round(time.Second))
+	startWorker(t, c, namespace, deployment, "v2")
+	setCurrent("v2")
+	waitFor(t, ctx, "Status to count every entity on v1", func() error {
+		r, err := rollout.Status(ctx, c, deployment)
+		if err != nil {
+			return err
+		}
+		if r.CurrentBuildID != "v2" || r.NotOnCurrent != entities {
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+
+	reports := make([]rollout.NudgeReport, 2)
+	sweepErrs := make([]error, 2)
+	for k := range 2 {
+		wg.Go(func() {
+			reports[k], sweepErrs[k] = rollout.Nudge(ctx, c, rollout.NudgeOptions{
+				Deployment: deployment, Slice: rollout.Slice{K: k + 1, N: 2},
+				Pacing: pacing.Config{Max: 200, Start: 20, Concurrency: 8},
+			})
+		})
+	}
+	wg.Wait()
+	found, nudged := 0, 0
+	for k, r := range reports {
+		if sweepErrs[k] != nil {
+			t.Fatalf("sweeper %d: %v", k+1, sweepErrs[k])
+		}
+		t.Logf("sweeper %d: %s", k+1, r.Text())
+		p := r.Pacing
+		if r.Slice != fmt.Sprintf("%d/2", k+1) || r.Failed != 0 || r.Gone != 0 || r.Found != r.Nudged || p == nil {
+			t.Fatalf("sweeper %d: report %+v", k+1, r)
+		}
+		if p.Calls != r.Nudged || p.Seconds <= 0 || p.Concurrency != 8 || p.MinRate > p.MaxRate || p.MaxRate > 200 ||
+			p.MinRate < 1 || math.Abs(p.Rate*p.Seconds-float64(p.Calls)) > 0.5 || p.Backoffs < 0 {
+			t.Fatalf("sweeper %d: pacing %+v for %d nudges", k+1, *p, r.Nudged)
+		}
+		found += r.Found
+		nudged += r.Nudged
+	}
+	if found != entities || nudged != entities {
+		t.Fatalf("the two sweepers found %d and nudged %d entities, want %d each: the slices must split them", found, nudged, entities)
+	}
+	swept := time.Now()
+	lastSweep, again := swept, 0
+	waitFor(t, ctx, "every entity on v2", func() error {
+		r, err := rollout.Status(ctx, c, deployment)
+		if err != nil {
+			return err
+		}
+		if r.NotOnCurrent != 0 || r.Running != entities {
+			// Woken before the routing change reached the task queue, an
+			// entity stays: sweep again, as the runbook says.
+			if reports[0].Propagating && time.Since(lastSweep) > 10*time.Second {
+				again++
+				if _, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment}); err != nil {
+					return err
+				}
+				lastSweep = time.Now()
+			}
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+	t.Logf("every entity on v2 %v after the sweeps ended (%d sweeps more), %v after the test began", time.Since(swept).Round(100*time.Millisecond), again, time.Since(began).Round(time.Second))
+	for _, customer := range customers {
+		n, err := nudges(ctx, c, rewards.RewardsWorkflowID(customer))
+		if err != nil || n < 1 || (again == 0 && n != 1) {
+			t.Fatalf("%s: nudged %d times (%v) in %d sweeps more, want once (at least once with more sweeps)", customer, n, err, again)
+		}
+	}
+	for _, customer := range customers {
+		if build, err := buildOf(ctx, c, rewards.RewardsWorkflowID(customer)); err != nil || build != "v2" {
+			t.Fatalf("%s on build %q (%v), want v2", customer, build, err)
+		}
+	}
+	for _, customer := range customers[:10] {
+		if st, err := rc.Status(ctx, customer); err != nil || st.Points != 600 || st.EventCount != 1 {
+			t.Errorf("%s after the move: %+v, %v; want its 600 points from 1 event", customer, st, err)
+		}
+	}
 }

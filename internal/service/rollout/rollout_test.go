@@ -13,7 +13,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"golang.org/x/time/rate"
+
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -161,37 +162,20 @@ func TestNudgeReportText(t *testing.T) {
 	}
 }
 
-func TestNewLimiter(t *testing.T) {
-	for _, tc := range []struct {
-		perSecond float64
-		want      rate.Limit
-		err       string
-	}{
-		{0, DefaultNudgeRate, ""},
-		{5, 5, ""},
-		{0.5, 0.5, ""},
-		{-1, 0, "rate -1: must be positive"},
-	} {
-		lim, err := newLimiter(tc.perSecond)
-		if tc.err != "" {
-			if err == nil || err.Error() != tc.err {
-				t.Errorf("newLimiter(%v): %v, want %q", tc.perSecond, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || lim.Limit() != tc.want || lim.Burst() != 1 {
-			t.Errorf("newLimiter(%v) = %v/s burst %d, %v; want %v/s burst 1", tc.perSecond, lim.Limit(), lim.Burst(), err, tc.want)
-		}
+// inOrder runs each call at once, in the caller's goroutine, and counts
+// them: a pace with no concurrency, so a sweep's signals are in order.
+type inOrder struct{ calls int }
+
+func (p *inOrder) Go(ctx context.Context, call func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	p.calls++
+	_ = call(ctx) // the sweep counts the outcome itself
+	return nil
 }
 
-// countingWaiter lets every signal go at once and counts the waits.
-type countingWaiter struct{ waits int }
-
-func (w *countingWaiter) Wait(ctx context.Context) error {
-	w.waits++
-	return ctx.Err()
-}
+func (p *inOrder) Wait() {}
 
 func TestSweep(t *testing.T) {
 	boom := errors.New("boom")
@@ -262,9 +246,13 @@ func TestSweep(t *testing.T) {
 				}
 				return err
 			}
-			w := &countingWaiter{}
+			var p *inOrder
+			var sig func(context.Context, string) error
+			if !tc.opts.DryRun {
+				p, sig = &inOrder{}, signal
+			}
 			var r NudgeReport
-			err := sweep(context.Background(), list, signal, w, tc.opts, &r)
+			err := sweep(context.Background(), list, sig, paceOrNil(p), tc.opts, &r)
 			if fmt.Sprint(err) != fmt.Sprint(errOrNil(tc.err)) {
 				t.Errorf("err = %v, want %q", err, tc.err)
 			}
@@ -274,12 +262,20 @@ func TestSweep(t *testing.T) {
 			if !slices.Equal(signalled, tc.signalled) {
 				t.Errorf("signalled %v, want %v", signalled, tc.signalled)
 			}
-			// One wait for the pace before each entity's signal, none in a dry run.
-			if wantWaits := r.Nudged + r.Gone + r.Failed; w.waits != wantWaits {
-				t.Errorf("%d waits for %d signalled entities", w.waits, wantWaits)
+			// One paced call per entity, none in a dry run.
+			if wantCalls := r.Nudged + r.Gone + r.Failed; p != nil && p.calls != wantCalls {
+				t.Errorf("%d paced calls for %d signalled entities", p.calls, wantCalls)
 			}
 		})
 	}
+}
+
+// paceOrNil keeps a nil *inOrder a nil pace.
+func paceOrNil(p *inOrder) pace {
+	if p == nil {
+		return nil
+	}
+	return p
 }
 
 // errOrNil is nil for "" and an error with text s otherwise.
@@ -301,7 +297,7 @@ func TestSweepStopsWhenTheContextEnds(t *testing.T) {
 		return nil
 	}
 	var r NudgeReport
-	err := sweep(ctx, list, signal, &countingWaiter{}, NudgeOptions{}, &r)
+	err := sweep(ctx, list, signal, &inOrder{}, NudgeOptions{}, &r)
 	if !errors.Is(err, context.Canceled) || !slices.Equal(signalled, []string{"a"}) || r.Nudged != 1 {
 		t.Errorf("err %v, signalled %v, report %+v; want it to stop after a", err, signalled, r)
 	}
@@ -315,7 +311,9 @@ func TestNudgeOptionErrors(t *testing.T) {
 		want string
 	}{
 		{NudgeOptions{}, "deployment name is empty"},
-		{NudgeOptions{Deployment: "entityflow", Rate: -2}, "rate -2: must be positive"},
+		{NudgeOptions{Deployment: "entityflow", Pacing: pacing.Config{Max: -2}}, "rate -2: must be a positive number"},
+		{NudgeOptions{Deployment: "entityflow", Pacing: pacing.Config{Max: 5, Min: 10}}, "minimum rate 10 is above the rate's ceiling 5"},
+		{NudgeOptions{Deployment: "entityflow", Slice: Slice{K: 3, N: 2}}, "slice 3/2: want k/n with 1 <= k <= n"},
 		{NudgeOptions{Deployment: "entityflow", Max: -1}, "max -1: must be 0 (all) or more"},
 	} {
 		if _, err := Nudge(context.Background(), nil, tc.opts); err == nil || err.Error() != tc.want {

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
+	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
 	"github.com/entityflow/entityflow/internal/service/rollout"
 	"github.com/entityflow/entityflow/internal/testkit/cluster"
@@ -107,7 +108,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 	if n := countOnBuild(t, ctx, c, idle, "v1"); n != len(idle) {
 		t.Fatalf("%d of %d idle entities still on v1 before the sweep; want all: upgrades are lazy", n, len(idle))
 	}
-	nudged, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Rate: 50})
+	nudged, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Pacing: pacing.Config{Max: 50}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestVersionedDeployMovesEveryEntityAtContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	all = append(all, newcomer)
-	if _, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Rate: 50}); err != nil {
+	if _, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Pacing: pacing.Config{Max: 50}}); err != nil {
 		t.Fatal(err)
 	}
 	waitOnBuild(t, ctx, c, all, "v1", true)
@@ -392,7 +393,7 @@ func waitOnBuild(t *testing.T, ctx context.Context, c client.Client, customers [
 			t.Fatalf("%d of %d entities on %s after 3 minutes", n, len(customers), build)
 		}
 		if sweep && time.Since(lastSweep) > 10*time.Second {
-			r, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Rate: 50})
+			r, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: deployment, Pacing: pacing.Config{Max: 50}})
 			if err != nil {
 				t.Fatal(err)
 			}
