@@ -158,6 +158,16 @@ bench: $(BENCHSTAT) $(TEMPORAL) $(NATS_SERVER)
 	$(GO) test -run '^$$' -bench Ingress -benchtime 4000x -count $(BENCH_COUNT) ./internal/tests/integration/ingest/ | tee bench-ingest.txt
 	$(BENCHSTAT) -col /via bench-ingest.txt
 
+# Replicas of every program on the production shape: the JetStream ingress's
+# events/s with 1, 2 and 3 processes on temporal-server as separate services
+# on PostgreSQL (frontend, matching, two history hosts, 16 shards) with three
+# rewards worker processes, then one worker SIGKILLed half-way through;
+# every balance checked exact (docs/performance.md).
+.PHONY: bench-replicas
+bench-replicas: $(BENCHSTAT) $(NATS_SERVER) cluster-tools
+	INGEST_BENCH_SERVER=split $(GO) test -run '^$$' -bench IngressProcesses -benchtime 4000x -count 3 -timeout 60m ./internal/tests/integration/ingest/ | tee bench-replicas.txt
+	$(BENCHSTAT) bench-replicas.txt
+
 # What keeping tenants apart on the bus costs the NATS server at 1, 10 and 100
 # tenants: the ingress's arrangement (one points stream without a duplicate
 # window) beside a stream per tenant sourced into it (docs/ingress.md).
@@ -266,4 +276,4 @@ histories: $(TEMPORAL) $(NATS_SERVER) cluster-tools
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage|TestFeedUnenrollWaitsForABatchHeldByTheOutbox|TestFeedWorkerDiedMidPublishPastTheWindow)$$' ./internal/tests/integration/feed/
 
 clean:
-	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt
+	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt bench-isolation.txt bench-replicas.txt

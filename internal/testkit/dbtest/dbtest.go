@@ -31,6 +31,14 @@ const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 // DefaultRedisURL is the Redis the development and CI machines run.
 const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 
+// RedisURL is the Redis the tests use: TEST_REDIS_URL, or DefaultRedisURL.
+func RedisURL() string {
+	if url := os.Getenv("TEST_REDIS_URL"); url != "" {
+		return url
+	}
+	return DefaultRedisURL
+}
+
 // Backend is a database URL a test can hand to store.Open, with a name for
 // subtests.
 type Backend struct {
@@ -108,10 +116,7 @@ func Each(t *testing.T, test func(t *testing.T, b Backend)) {
 func Redis(t testing.TB) (client *redis.Client, prefix string) {
 	t.Helper()
 	testenv.Short(t, "Redis")
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = DefaultRedisURL
-	}
+	url := RedisURL()
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatalf("parsing %s: %v", url, err)

@@ -30,7 +30,7 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 	defer cancel()
 	c := srv.Client()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
-	f := newFleet(t, e, srv, testLoad...)
+	f := newFleet(t, e, srv.FrontendHostPort(), testLoad...)
 	unenrollGone(t, ctx, c, rc)
 
 	procs := []*ingressProc{f.start("a"), f.start("b"), f.start("c")}
@@ -64,7 +64,7 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 	held := victim.partitionsHeld()
 	handledAtKill := f.handled()
 	sinceStart := time.Since(published)
-	victim.signal(syscall.SIGKILL)
+	victim.Signal(syscall.SIGKILL)
 	killedAt := time.Now()
 	pendingAtKill, unackedAtKill := e.backlog(ctx)
 	t.Logf("SIGKILL of one of 3 processes, holding %v of 8 partitions, after %v messages handled (%.0f/s); %d not yet delivered, %d delivered and unacked",
@@ -116,6 +116,6 @@ func TestIngressSIGKILLedMidStream(t *testing.T) {
 	}
 	w.check(t, ctx, e, c, rc)
 	for _, p := range []*ingressProc{procs[0], procs[2]} {
-		p.signal(syscall.SIGTERM)
+		p.Signal(syscall.SIGTERM)
 	}
 }

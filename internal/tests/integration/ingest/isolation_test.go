@@ -293,7 +293,7 @@ func TestWorkerServesItsQueuesWhileTheIngressCannotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	p := startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-metrics-addr", "off",
+	p := testenv.StartProgram(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-metrics-addr", "off",
 		"-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"), "-task-queues", rewards.RewardsTaskQueue,
 		"-ingest", "-nats-url", url, "-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
 		"-ingest-events-stream", "off", "-ingest-dead-letter-stream", e.cfg.DeadLetterStream, "-ingest-dead-letter-prefix", e.cfg.DeadLetterPrefix,
@@ -319,7 +319,7 @@ func TestWorkerServesItsQueuesWhileTheIngressCannotStart(t *testing.T) {
 		return err == nil && st.Points == 6, nil
 	})
 	select {
-	case <-p.done:
+	case <-p.Done():
 		t.Fatal("the worker ended")
 	default:
 	}

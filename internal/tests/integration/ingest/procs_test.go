@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,39 +15,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/testkit/natsserver"
 	"github.com/entityflow/entityflow/internal/testkit/testenv"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
-
-// proc is a worker process the test started; it dies with the test binary.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startProc(t testing.TB, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.signal(syscall.SIGKILL) })
-	return p
-}
-
-// signal sends sig and waits for the process to end.
-func (p *proc) signal(sig syscall.Signal) {
-	_ = p.cmd.Process.Signal(sig)
-	<-p.done
-}
 
 // scrape reads the metric families of a /metrics endpoint; nil while it
 // does not answer.
@@ -100,7 +71,7 @@ type fleet struct {
 
 // ingressProc is one ingress process and what its /metrics said last.
 type ingressProc struct {
-	*proc
+	*testenv.Process
 	name, addr string
 	handled    float64 // ingest_handled_total of points at the last look
 }
@@ -115,18 +86,30 @@ const ackWait = 5 * time.Second
 var testLoad = []string{"-ingest-workers", "16", "-ingest-max-ack-pending", "200"}
 
 // newFleet builds the worker and starts the process polling the rewards
-// task queue; the ingress processes get the flags extra beside the test's.
-func newFleet(t testing.TB, e *env, srv *testsuite.DevServer, extra ...string) *fleet {
+// task queue of the Temporal server at address; the ingress processes get
+// the flags extra beside the test's.
+func newFleet(t testing.TB, e *env, address string, extra ...string) *fleet {
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	startProc(t, bin, "-address", srv.FrontendHostPort(), "-log-level", "error", "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "entities.db"),
-		"-metrics-addr", "off", "-task-queues", rewards.RewardsTaskQueue)
-	return ingressFleet(t, e, srv, bin, extra...)
+	startWorkers(t, bin, address, "sqlite://"+filepath.Join(t.TempDir(), "entities.db"), 1)
+	return ingressFleet(t, e, address, bin, extra...)
+}
+
+// startWorkers starts n processes of the worker bin polling the rewards task
+// queue of the Temporal server at address, on the database databaseURL.
+func startWorkers(t testing.TB, bin, address, databaseURL string, n int) []*testenv.Process {
+	t.Helper()
+	procs := make([]*testenv.Process, n)
+	for i := range procs {
+		procs[i] = testenv.StartProgram(t, bin, "-address", address, "-log-level", "error", "-database-url", databaseURL,
+			"-metrics-addr", "off", "-task-queues", rewards.RewardsTaskQueue)
+	}
+	return procs
 }
 
 // ingressFleet runs ingress processes of bin on e's streams, with the flags
-// extra beside the test's.
-func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string, extra ...string) *fleet {
+// extra beside the test's, against the Temporal server at address.
+func ingressFleet(t testing.TB, e *env, address, bin string, extra ...string) *fleet {
 	// The ingress processes log their partitions' hand-overs (in the
 	// test's output, shown when it fails or under -v); INGEST_TEST_LOG_LEVEL=debug
 	// adds every message's handling and every balance decision.
@@ -134,7 +117,7 @@ func ingressFleet(t testing.TB, e *env, srv *testsuite.DevServer, bin string, ex
 	if level == "" {
 		level = "info"
 	}
-	ingestCommon := []string{"-address", srv.FrontendHostPort(), "-log-level", level}
+	ingestCommon := []string{"-address", address, "-log-level", level}
 	return &fleet{t: t, e: e, bin: bin, ingest: append(append(ingestCommon, "-database-url", "sqlite://"+filepath.Join(t.TempDir(), "ingest.db"),
 		"-task-queues", "none", "-ingest", "-nats-url", e.natsURL,
 		"-ingest-points-stream", e.cfg.PointsStream, "-ingest-points-prefix", e.cfg.PointsPrefix,
@@ -151,7 +134,7 @@ func (f *fleet) start(name string) *ingressProc {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	p := &ingressProc{proc: startProc(f.t, f.bin, append(slices.Clone(f.ingest), "-metrics-addr", addr)...), name: name, addr: addr}
+	p := &ingressProc{Process: testenv.StartProgram(f.t, f.bin, append(slices.Clone(f.ingest), "-metrics-addr", addr)...), name: name, addr: addr}
 	waitFor(f.t, name+"'s streams and /metrics", time.Minute, func() (bool, error) {
 		if !has(scrape(addr), "ingest_held_messages") {
 			return false, nil
@@ -173,7 +156,7 @@ func (f *fleet) handled() float64 {
 	var n float64
 	for _, p := range f.procs {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		default:
 			if m := scrape(p.addr); m != nil {
 				p.handled = handledIn(m)

@@ -3,13 +3,21 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/entityflow/entityflow/internal/service/ingress"
 	"github.com/entityflow/entityflow/internal/service/rewardsclient"
+	"github.com/entityflow/entityflow/internal/testkit/cluster"
+	"github.com/entityflow/entityflow/internal/testkit/dbtest"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
+	"github.com/entityflow/entityflow/internal/testkit/testenv"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
@@ -31,7 +39,7 @@ func TestIngressRollingReplacement(t *testing.T) {
 	defer cancel()
 	c := srv.Client()
 	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(t)}
-	f := newFleet(t, e, srv, testLoad...)
+	f := newFleet(t, e, srv.FrontendHostPort(), testLoad...)
 	unenrollGone(t, ctx, c, rc)
 
 	old := []*ingressProc{f.start("a"), f.start("b")}
@@ -50,7 +58,7 @@ func TestIngressRollingReplacement(t *testing.T) {
 		next := f.start(fmt.Sprintf("new-%d", i+1))
 		waitFor(t, next.name+" holding partitions", 2*time.Minute, func() (bool, error) { return next.partitionsHeld() >= 1, nil })
 		stopping := time.Now()
-		p.signal(syscall.SIGTERM)
+		p.Signal(syscall.SIGTERM)
 		t.Logf("%v: %s started and holding %v partitions; %s stopped in %v; %v of %d messages handled",
 			time.Since(began).Round(time.Second), next.name, next.partitionsHeld(), p.name, time.Since(stopping).Round(time.Millisecond), f.handled(), total)
 	}
@@ -69,32 +77,71 @@ func TestIngressRollingReplacement(t *testing.T) {
 // none -ingest, with the production settings but for a 5 s ack wait and a
 // 2 s pin TTL) sharing the points stream's 8 partitions: b.N events over 200
 // customers (entities created first), published once the processes run,
-// each process's share of the partitions found at the start; one dev server
-// (in memory) and one rewards worker process for all. Run with a fixed
-// -benchtime such as 4000x: every iteration is one event.
+// each process's share of the partitions found at the start. Every
+// sub-benchmark ends with every customer's balance checked exact.
+//
+// By default it runs on one dev server (in memory) with one rewards worker
+// process. With INGEST_BENCH_SERVER=split it runs on the production shape
+// (`make bench-replicas`): temporal-server as separate services on
+// PostgreSQL (cluster.ForTestSplit: frontend, matching, two history hosts,
+// 16 shards) and three rewards worker processes on one PostgreSQL database;
+// then procs=3/kill=worker SIGKILLs one of the three workers once half the
+// events are applied, and the other two take its entities over. Run with a
+// fixed -benchtime such as 4000x: every iteration is one event.
 func BenchmarkIngressProcesses(b *testing.B) {
 	url, js := natsJetStream(b)
-	srv := devserver.ForTest(b, devserver.Options{})
-	e := &env{t: b, natsURL: url, js: js, cfg: testConfig()}
-	f := newFleet(b, e, srv)
-	bin := f.bin
-	rc := &rewardsclient.Client{Temporal: srv.Client(), Logger: quietLogger(b)}
+	bin := testenv.BuildProgram(b, testenv.WorkerPackage)
+	var c client.Client
+	var workers []*testenv.Process
+	var address string
+	switch server := os.Getenv("INGEST_BENCH_SERVER"); server {
+	case "", "dev":
+		srv := devserver.ForTest(b, devserver.Options{})
+		address, c = srv.FrontendHostPort(), srv.Client()
+		workers = startWorkers(b, bin, address, "sqlite://"+filepath.Join(b.TempDir(), "entities.db"), 1)
+	case "split":
+		srv := cluster.ForTestSplit(b)
+		address = srv.Address
+		var err error
+		if c, err = client.Dial(client.Options{HostPort: address, Namespace: srv.Namespace, Logger: sdklog.NewStructuredLogger(quietLogger(b))}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		workers = startWorkers(b, bin, address, dbtest.Postgres(b).URL, 3)
+	default:
+		b.Fatalf("INGEST_BENCH_SERVER=%q: want dev or split", server)
+	}
+	rc := &rewardsclient.Client{Temporal: c, Logger: quietLogger(b)}
 	run := fmt.Sprint(time.Now().UnixNano())
 	customer := func(c int) string { return fmt.Sprintf("bench-%s-%d", run, c) }
+	want := make([]int64, benchCustomers)
 	for c := range benchCustomers {
 		if _, err := rc.ApplyPoints(context.Background(), customer(c), rewards.PointEvent{DedupKey: "warm", Points: 1}); err != nil {
 			b.Fatal(err)
 		}
+		want[c] = 1
+	}
+	type step struct {
+		procs      int
+		killWorker bool
+	}
+	steps := []step{{procs: 1}, {procs: 2}, {procs: 3}}
+	if len(workers) > 1 {
+		steps = append(steps, step{procs: 3, killWorker: true})
 	}
 	round := 0
-	for _, procs := range []int{1, 2, 3} {
-		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+	for _, st := range steps {
+		name := fmt.Sprintf("procs=%d", st.procs)
+		if st.killWorker {
+			name += "/kill=worker"
+		}
+		b.Run(name, func(b *testing.B) {
 			round++
 			e := &env{t: b, natsURL: url, js: js, cfg: testConfig()}
 			e.deleteStreamsAtEnd()
-			f := ingressFleet(b, e, srv, bin, "-log-level", "error")
+			f := ingressFleet(b, e, address, bin, "-log-level", "error")
 			var running []*ingressProc
-			for i := range procs {
+			for i := range st.procs {
 				running = append(running, f.start(fmt.Sprint("p", i)))
 			}
 			waitFor(b, "every process counted", time.Minute, func() (bool, error) {
@@ -103,23 +150,47 @@ func BenchmarkIngressProcesses(b *testing.B) {
 					return false, nil
 				}
 				keys, err := kv.Keys(context.Background())
-				return err == nil && len(keys) == procs, nil
+				return err == nil && len(keys) == st.procs, nil
 			})
 			msgs := make([]message, b.N)
 			for i := range b.N {
 				ev := rewards.PointEvent{DedupKey: fmt.Sprintf("r%d-%d", round, i), Activity: "purchase", Points: 1, SourceID: fmt.Sprint(i)}
 				msgs[i] = message{subject: ingress.PointsSubject(e.cfg.PointsPrefix, "default", customer(i%benchCustomers)), body: mustJSON(b, ev)}
+				want[i%benchCustomers]++
 			}
 			b.ResetTimer()
 			publishBatch(b, js, msgs, 0)
+			if st.killWorker {
+				waitFor(b, "half the events applied", 10*time.Minute, func() (bool, error) {
+					return f.handled() >= float64(b.N/2), nil
+				})
+				workers[0].Signal(syscall.SIGKILL)
+				workers = workers[1:]
+			}
 			waitFor(b, "every event applied", 10*time.Minute, func() (bool, error) {
 				return f.handled() >= float64(b.N), nil
 			})
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 			for _, p := range running {
-				p.signal(syscall.SIGTERM)
+				p.Signal(syscall.SIGTERM)
 			}
+			checkBalances(b, rc, customer, want)
 		})
+	}
+}
+
+// checkBalances fails b unless customer(i)'s entity holds want[i] points,
+// for every i.
+func checkBalances(b *testing.B, rc *rewardsclient.Client, customer func(int) string, want []int64) {
+	b.Helper()
+	for i, points := range want {
+		st, err := rc.Status(context.Background(), customer(i))
+		if err != nil {
+			b.Fatalf("status of %s: %v", customer(i), err)
+		}
+		if st.Points != points {
+			b.Errorf("%s: %d points, want %d", customer(i), st.Points, points)
+		}
 	}
 }
