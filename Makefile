@@ -276,4 +276,4 @@ histories: $(TEMPORAL) $(NATS_SERVER) cluster-tools
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage|TestFeedUnenrollWaitsForABatchHeldByTheOutbox|TestFeedWorkerDiedMidPublishPastTheWindow)$$' ./internal/tests/integration/feed/
 
 clean:
-	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt bench-isolation.txt bench-replicas.txt
+	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt bench-isolation.txt bench-replicas.txt bench-failover.txt
