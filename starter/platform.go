@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/entityflow/entityflow/activities/platform/schedules"
 	"github.com/entityflow/entityflow/contracts"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
@@ -190,9 +189,9 @@ func schedulesSyncCommand(ctx context.Context, fs *flag.FlagSet, g globals, args
 }
 
 // schedulesSyncText is schedules sync's answer for a person.
-func schedulesSyncText(rep schedules.Report) string {
+func schedulesSyncText(rep platform.SyncReport) string {
 	text := fmt.Sprintf("schedules: %d created, %d updated, %d unchanged, %d deleted", len(rep.Created), len(rep.Updated), len(rep.Unchanged), len(rep.Deleted))
-	if p := rep.Pacing; p != nil {
+	if p := rep.Pacing; p.Calls > 0 {
 		text += fmt.Sprintf("; %d calls in %.1f s at %.1f/s (rate %.3g to %.3g/s, %d in flight, backed off %d times)", p.Calls, p.Seconds, p.Rate, p.MinRate, p.MaxRate, p.Concurrency, p.Backoffs)
 	}
 	return text

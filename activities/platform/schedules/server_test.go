@@ -3,6 +3,8 @@ package schedules
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +19,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/internal/testkit/devserver"
 	"github.com/entityflow/entityflow/workflows/platform"
 )
@@ -197,15 +198,11 @@ func TestSyncOnServer(t *testing.T) {
 	awaitListed(ctx, t, sc, platform.ScheduleID(existing.ActivityID), platform.ScheduleID(stale.ActivityID), other)
 
 	existing.Trigger.Cron.Expression = "0 5 1 1 *"
-	// Paced, several calls at once: two Puts and a Delete.
-	pacer, err := pacing.Start(pacing.Config{Concurrency: 4}, nil)
+	// Paced, every call at once: two Puts and a Delete.
+	pace := &concurrentPace{}
+	report, err := Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event}, pace)
 	require.NoError(t, err)
-	report, err := Sync(ctx, sc, nil, []contracts.ActivityDefinition{existing, fresh, event}, pacer)
-	require.NoError(t, err)
-	require.NotNil(t, report.Pacing)
-	assert.Equal(t, 3, report.Pacing.Calls)
-	assert.Equal(t, 4, report.Pacing.Concurrency)
-	report.Pacing = nil
+	assert.Equal(t, int32(3), pace.calls.Load())
 	assert.Equal(t, Report{
 		Created: []string{fresh.ActivityID},
 		Updated: []string{existing.ActivityID},
@@ -301,3 +298,18 @@ func TestBackfillOnServer(t *testing.T) {
 		})
 	}
 }
+
+// concurrentPace is a Pace that runs every call at once in a goroutine of
+// its own and counts them.
+type concurrentPace struct {
+	calls atomic.Int32
+	wg    sync.WaitGroup
+}
+
+func (p *concurrentPace) Go(ctx context.Context, call func(context.Context) error) error {
+	p.calls.Add(1)
+	p.wg.Go(func() { _ = call(ctx) })
+	return nil
+}
+
+func (p *concurrentPace) Wait() { p.wg.Wait() }

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/infra/pacing"
 	"github.com/entityflow/entityflow/workflows/platform"
 )
 
@@ -23,8 +22,14 @@ type Report struct {
 	// Unchanged are the schedules that already matched their definitions.
 	Unchanged []string `json:"unchanged"`
 	Deleted   []string `json:"deleted"`
-	// Pacing is how the calls were paced, nil when they were not.
-	Pacing *pacing.Stats `json:"pacing,omitempty"`
+}
+
+// Pace runs Sync's calls at a pace of its own, several at once (a
+// pacing.Pacer): Go runs call, or returns at once with the reason it will
+// not (its context ended). Sync waits for the calls before it returns.
+type Pace interface {
+	Go(ctx context.Context, call func(ctx context.Context) error) error
+	Wait()
 }
 
 // Sync reconciles the namespace's activity Schedules with defs: it Puts every
@@ -32,8 +37,7 @@ type Report struct {
 // whose activity x is not a cron definition in defs. It carries on past a
 // failing definition or schedule and returns what it did with every error
 // joined; a definition that fails to Put keeps its old schedule. With a
-// Pacer, each Put and Delete goes at its pace, several at once (the Pacer
-// is stopped at the end and its stats are in the report); with nil, one
+// Pace, each Put and Delete goes at its pace, several at once; with nil, one
 // after another as fast as the server answers.
 //
 // Sync is a reconciler, meant to be run again: the delete pass lists schedules
@@ -41,7 +45,7 @@ type Report struct {
 // the last second or so may be missing from the list. That is harmless: a
 // missed schedule is either one Sync has just put (and must keep) or a stale
 // one created concurrently by someone else, which the next Sync deletes.
-func Sync(ctx context.Context, sc client.ScheduleClient, dc converter.DataConverter, defs []contracts.ActivityDefinition, p *pacing.Pacer) (Report, error) {
+func Sync(ctx context.Context, sc client.ScheduleClient, dc converter.DataConverter, defs []contracts.ActivityDefinition, p Pace) (Report, error) {
 	var (
 		mu     sync.Mutex
 		report Report
@@ -103,8 +107,7 @@ func Sync(ctx context.Context, sc client.ScheduleClient, dc converter.DataConver
 		})
 	}
 	if p != nil {
-		stats := p.Stop()
-		report.Pacing = &stats
+		p.Wait()
 	}
 
 	slices.Sort(report.Created)

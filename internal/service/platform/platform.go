@@ -349,21 +349,29 @@ func (s *Service) logger() *slog.Logger {
 	return s.Logger
 }
 
+// SyncReport is what SyncSchedules did: the schedules changed and how the
+// calls were paced.
+type SyncReport struct {
+	schedules.Report
+	Pacing pacing.Stats `json:"pacing"`
+}
+
 // SyncSchedules makes the Temporal Schedules match the stored cron
 // definitions, its creates, updates and deletes paced by pace (adaptive on
 // their latency and the server's overload errors; pacing.Config's defaults
 // for its zero fields).
-func (s *Service) SyncSchedules(ctx context.Context, pace pacing.Config) (schedules.Report, error) {
+func (s *Service) SyncSchedules(ctx context.Context, pace pacing.Config) (SyncReport, error) {
 	p, err := pacing.Start(pace, nil)
 	if err != nil {
-		return schedules.Report{}, err
+		return SyncReport{}, err
 	}
 	defs, err := s.definitions(ctx)
 	if err != nil {
 		p.Stop()
-		return schedules.Report{}, err
+		return SyncReport{}, err
 	}
-	return schedules.Sync(ctx, s.Temporal.ScheduleClient(), s.DataConverter, defs, p)
+	rep, err := schedules.Sync(ctx, s.Temporal.ScheduleClient(), s.DataConverter, defs, p)
+	return SyncReport{Report: rep, Pacing: p.Stop()}, err
 }
 
 // RunView is a run row with its task rows, as `GET /v1/runs/{run_id}` shows it.
