@@ -93,12 +93,13 @@ func BenchmarkIngressProcesses(b *testing.B) {
 	bin := testenv.BuildProgram(b, testenv.WorkerPackage)
 	var c client.Client
 	var workers []*testenv.Process
-	var address string
+	var address, workerDB string
 	switch server := os.Getenv("INGEST_BENCH_SERVER"); server {
 	case "", "dev":
 		srv := devserver.ForTest(b, devserver.Options{})
 		address, c = srv.FrontendHostPort(), srv.Client()
-		workers = startWorkers(b, bin, address, "sqlite://"+filepath.Join(b.TempDir(), "entities.db"), 1)
+		workerDB = "sqlite://" + filepath.Join(b.TempDir(), "entities.db")
+		workers = startWorkers(b, bin, address, workerDB, 1)
 	case "split":
 		srv := cluster.ForTestSplit(b)
 		address = srv.Address
@@ -107,7 +108,8 @@ func BenchmarkIngressProcesses(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(c.Close)
-		workers = startWorkers(b, bin, address, dbtest.Postgres(b).URL, 3)
+		workerDB = dbtest.Postgres(b).URL
+		workers = startWorkers(b, bin, address, workerDB, 3)
 	default:
 		b.Fatalf("INGEST_BENCH_SERVER=%q: want dev or split", server)
 	}
@@ -183,6 +185,10 @@ func BenchmarkIngressProcesses(b *testing.B) {
 				p.Signal(syscall.SIGTERM)
 			}
 			checkBalances(b, rc, customer, want)
+			if st.killWorker {
+				// The next count starts with three workers again.
+				workers = append(workers, startWorkers(b, bin, address, workerDB, 1)...)
+			}
 		})
 	}
 }
