@@ -44,6 +44,7 @@ var environment = map[string]flagenv.Vars{
 		"entity-max-inflight":  "ENTITY_MAX_INFLIGHT",
 		"entity-max-queue":     "ENTITY_MAX_QUEUE",
 		"entity-max-wait":      "ENTITY_MAX_WAIT",
+		"entity-batch-after":   "ENTITY_BATCH_AFTER",
 		"log-level":            "LOG_LEVEL",
 		"tls-cert":             "HTTP_TLS_CERT",
 		"tls-key":              "HTTP_TLS_KEY",

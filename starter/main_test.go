@@ -108,6 +108,8 @@ func TestInputErrorsFailBeforeConnecting(t *testing.T) {
 		{[]string{"event", "-f", missing}, "open " + missing + ": no such file or directory"},
 		{[]string{"define", "-f", invalid}, ""},
 		{[]string{"serve", "-idempotency-ttl", "0s"}, "-idempotency-ttl (or IDEMPOTENCY_TTL) and -idempotency-lock-ttl (or IDEMPOTENCY_LOCK_TTL) must be positive"},
+		{[]string{"serve", "-entity-batch-after", "-1"}, "-entity-batch-after (or ENTITY_BATCH_AFTER) -1: want 0 to -entity-max-inflight (or ENTITY_MAX_INFLIGHT) (8)"},
+		{[]string{"serve", "-entity-max-inflight", "2", "-entity-batch-after", "3"}, "-entity-batch-after (or ENTITY_BATCH_AFTER) 3: want 0 to -entity-max-inflight (or ENTITY_MAX_INFLIGHT) (2)"},
 	}
 	for _, c := range cases {
 		args := append([]string{c.args[0], "-address", unreachable}, c.args[1:]...)

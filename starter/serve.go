@@ -13,6 +13,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/tracing"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/apiserver"
+	"github.com/entityflow/entityflow/internal/service/coalesce"
 )
 
 // serveConfig is what the flags and the environment ask of starter serve:
@@ -34,6 +35,7 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, error) {
 	fs.DurationVar(&s.LockTTL, "idempotency-lock-ttl", 30*time.Second, "how long an in-progress claim holds its key")
 	fs.IntVar(&s.MaxInFlight, "entity-max-inflight", admission.DefaultMaxInFlight, "commands in flight per customer entity, below Temporal's 10 in-flight updates")
 	fs.IntVar(&s.MaxQueue, "entity-max-queue", admission.DefaultMaxQueue, "commands waiting per customer entity beyond those in flight; more are answered 429")
+	fs.IntVar(&s.BatchAfter, "entity-batch-after", coalesce.DefaultBatchAfter, "coalesce a customer's points commands into one apply-points-batch once this many of its points updates are in flight (0: only once its -entity-max-inflight slots are taken)")
 	fs.DurationVar(&s.MaxWait, "entity-max-wait", admission.DefaultMaxWait, "longest wait in a customer's queue before 429")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight get to finish on shutdown")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`")
@@ -52,6 +54,9 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, error) {
 	}
 	if s.MaxInFlight <= 0 || s.MaxQueue < 0 || s.MaxWait <= 0 {
 		return serveConfig{}, fmt.Errorf("%s and %s must be positive, %s not negative", serveFlag("entity-max-inflight"), serveFlag("entity-max-wait"), serveFlag("entity-max-queue"))
+	}
+	if s.BatchAfter < 0 || s.BatchAfter > s.MaxInFlight {
+		return serveConfig{}, fmt.Errorf("%s %d: want 0 to %s (%d)", serveFlag("entity-batch-after"), s.BatchAfter, serveFlag("entity-max-inflight"), s.MaxInFlight)
 	}
 	return c, nil
 }

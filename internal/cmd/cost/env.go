@@ -47,6 +47,8 @@ type env struct {
 	pg       *pgStats
 	drivers  *drivers
 	cleanups []func()
+	// batchAfter is the API's PointsBatchAfter.
+	batchAfter int
 }
 
 // close undoes what startEnv did, last first.
@@ -79,7 +81,7 @@ func startEnv(ctx context.Context, cfg config, progress io.Writer) (*env, error)
 		_ = srv.Stop()
 		return nil, err
 	}
-	e := &env{c: c, cleanups: []func(){func() { _ = srv.Stop() }, c.Close}}
+	e := &env{c: c, batchAfter: cfg.batchAfter, cleanups: []func(){func() { _ = srv.Stop() }, c.Close}}
 	e.runtime = fmt.Sprintf("temporal-server (as bin/cluster: one process, all services) on PostgreSQL %s, databases %s and %s", cfg.postgres, cfg.database, cfg.visibility)
 	if err := setup(ctx, e, cfg.postgres, cfg.pgUser, cfg.database, cfg.visibility); err != nil {
 		e.close()
@@ -158,14 +160,15 @@ func setup(ctx context.Context, e *env, pgAddr, pgUser, database, visibility str
 		return err
 	}
 	api := &httpapi.Server{
-		Platform:     &platform.Service{Store: st, Temporal: e.c, Logger: logger},
-		Rewards:      rc,
-		Idempotency:  &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
-		Metrics:      httpapi.NewMetrics(prometheus.NewRegistry()),
-		Auth:         &auth.Authenticator{Keys: st},
-		TenantLimits: &auth.TenantLimiter{Rate: rate.Inf},
-		Timeout:      30 * time.Second,
-		Logger:       logger,
+		Platform:         &platform.Service{Store: st, Temporal: e.c, Logger: logger},
+		Rewards:          rc,
+		Idempotency:      &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
+		Metrics:          httpapi.NewMetrics(prometheus.NewRegistry()),
+		Auth:             &auth.Authenticator{Keys: st},
+		TenantLimits:     &auth.TenantLimiter{Rate: rate.Inf},
+		Timeout:          30 * time.Second,
+		PointsBatchAfter: e.batchAfter,
+		Logger:           logger,
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -30,6 +30,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/entityflow/entityflow/internal/service/admission"
+	"github.com/entityflow/entityflow/internal/service/coalesce"
 )
 
 // config is what the flags say.
@@ -45,6 +48,7 @@ type config struct {
 	jsonOut    bool
 	database   string
 	visibility string
+	batchAfter int
 }
 
 // The databases of the server cost starts: its own, so that a cost run
@@ -64,6 +68,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&cfg.mix.events, "events", 20, "events per customer on the http, client, ingress and feed paths")
 	fs.IntVar(&cfg.mix.hot, "hot", 500, "events of the hot customer's burst (hot-http, hot-ingress)")
 	fs.IntVar(&cfg.mix.hotConc, "hot-concurrency", 50, "HTTP requests in flight at once in the hot-http burst")
+	fs.IntVar(&cfg.batchAfter, "batch-after", coalesce.DefaultBatchAfter, "the API's -entity-batch-after: coalesce the hot customer's points once this many of its updates are in flight (0: once its 8 slots are taken)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait before each PostgreSQL reading, so that the counters are published")
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "length of the idle window that measures the server's own writes")
 	fs.StringVar(&cfg.postgres, "postgres", "127.0.0.1:5432", "PostgreSQL host:port")
@@ -99,6 +104,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-settle %s: want at least 1s (PostgreSQL publishes a backend's counters at most once a second)", cfg.settle)
 	case cfg.idle < time.Second:
 		return cfg, fmt.Errorf("-idle %s: want at least 1s", cfg.idle)
+	case cfg.batchAfter < 0 || cfg.batchAfter > admission.DefaultMaxInFlight:
+		return cfg, fmt.Errorf("-batch-after %d: want 0 to %d", cfg.batchAfter, admission.DefaultMaxInFlight)
 	case cfg.port < 1024 || cfg.port > 65000:
 		return cfg, fmt.Errorf("-port %d: want 1024 to 65000", cfg.port)
 	}

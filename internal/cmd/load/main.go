@@ -54,6 +54,7 @@ import (
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
+	"github.com/entityflow/entityflow/internal/service/coalesce"
 	"github.com/entityflow/entityflow/internal/service/httpapi"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/idempotency/memory"
@@ -551,6 +552,8 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			Auth:         &auth.Authenticator{Keys: st},
 			TenantLimits: tenantLimiter(cfg.tenantRate),
 			Admission:    &admission.Limiter{MaxInFlight: cfg.inFlight},
+			// As the API's -entity-batch-after default.
+			PointsBatchAfter: coalesce.DefaultBatchAfter,
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,

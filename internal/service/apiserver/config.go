@@ -32,6 +32,9 @@ type Config struct {
 	// entity's commands (admission.Limiter).
 	MaxInFlight, MaxQueue int
 	MaxWait               time.Duration
+	// BatchAfter coalesces a customer's points commands once this many of
+	// its points updates are in flight (httpapi.Server.PointsBatchAfter).
+	BatchAfter int
 	// ShutdownTimeout is how long requests in flight get to finish on
 	// shutdown, at least the longest request's time and 5s more.
 	ShutdownTimeout time.Duration

@@ -198,18 +198,19 @@ func buildHandler(ctx context.Context, cfg Config, b backends, addr net.Addr, lo
 	}
 	reg.MustRegister(authMetrics)
 	api := &httpapi.Server{
-		Platform:       &platform.Service{Store: b.store, Temporal: b.temporal, DataConverter: b.dataConverter, Logger: logger},
-		Rewards:        &rewardsclient.Client{Temporal: b.temporal, Logger: logger},
-		Idempotency:    &idempotency.Middleware{Store: b.keys, TTL: cfg.TTL, LockTTL: cfg.LockTTL, Metrics: idemMetrics, Logger: logger},
-		Auth:           authn,
-		TenantLimits:   tenantLimits,
-		Metrics:        httpapi.NewMetrics(reg),
-		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		MetricsToken:   cfg.Auth.MetricsToken,
-		ListenAddr:     addr,
-		Timeout:        cfg.requestTimeout(),
-		Admission:      &admission.Limiter{MaxInFlight: cfg.MaxInFlight, MaxQueue: queueSize(cfg.MaxQueue), MaxWait: cfg.MaxWait},
-		Logger:         logger,
+		Platform:         &platform.Service{Store: b.store, Temporal: b.temporal, DataConverter: b.dataConverter, Logger: logger},
+		Rewards:          &rewardsclient.Client{Temporal: b.temporal, Logger: logger},
+		Idempotency:      &idempotency.Middleware{Store: b.keys, TTL: cfg.TTL, LockTTL: cfg.LockTTL, Metrics: idemMetrics, Logger: logger},
+		Auth:             authn,
+		TenantLimits:     tenantLimits,
+		Metrics:          httpapi.NewMetrics(reg),
+		MetricsHandler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		MetricsToken:     cfg.Auth.MetricsToken,
+		ListenAddr:       addr,
+		Timeout:          cfg.requestTimeout(),
+		Admission:        &admission.Limiter{MaxInFlight: cfg.MaxInFlight, MaxQueue: queueSize(cfg.MaxQueue), MaxWait: cfg.MaxWait},
+		PointsBatchAfter: cfg.BatchAfter,
+		Logger:           logger,
 	}
 	codec := payloadcodec.Disabled()
 	if b.codec != nil {

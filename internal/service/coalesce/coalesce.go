@@ -8,7 +8,8 @@
 // while the batch keeps its place for the others. It lets a hot entity
 // take many commands per update (Temporal allows 10 in-flight updates per
 // workflow and a few hundred per second) without refusing callers that a
-// slot would have served one at a time.
+// slot would have served one at a time. With BatchAfter, a busy key batches
+// sooner: once that many of its calls are in flight, though slots are free.
 package coalesce
 
 import (
@@ -23,6 +24,14 @@ import (
 
 // DefaultMaxBatch bounds a batch when Batcher.MaxBatch is zero.
 const DefaultMaxBatch = 500
+
+// DefaultBatchAfter is the BatchAfter the API's flag defaults to
+// (-entity-batch-after): a customer with two points updates in flight
+// sends what arrives meanwhile as one batch when one ends. Measured
+// (docs/cost.md "## Lowering"): it cuts a hot customer's actions an event
+// about threefold; 1 cuts them fourfold but holds a customer to one update
+// in flight.
+const DefaultBatchAfter = 2
 
 // DefaultMaxWaiting bounds the commands waiting for a slot per key when
 // Batcher.MaxWaiting is zero: two seconds of a customer at 1,000 commands a
@@ -57,6 +66,16 @@ type Batcher[T, R any] struct {
 	// counts batches, so without it a key could hold its queue's length
 	// times MaxBatch callers. A command beyond it is refused at once.
 	MaxWaiting int
+	// BatchAfter, when positive, makes the key's commands wait in their
+	// open batch while BatchAfter of the key's calls are already in flight
+	// (sent, or taking a slot), even if the Limiter has a slot free: a busy
+	// key then sends what queued behind its calls as one batch as soon as
+	// one of them ends, rather than one call per command until every slot is
+	// taken. A batch waits so at most until half the wait bound
+	// (Limiter.WaitFor) of any of its commands has passed, and then takes a
+	// slot as it would have without BatchAfter. Zero: a batch waits only for
+	// a slot. A command to a key with fewer calls in flight goes at once.
+	BatchAfter int
 	// Send sends items (at least one, in arrival order) for key as one call
 	// and returns one Outcome per item, in the same order.
 	Send func(ctx context.Context, key string, items []T) []Outcome[R]
@@ -64,6 +83,10 @@ type Batcher[T, R any] struct {
 	mu      sync.Mutex
 	open    map[string]*batch[T, R]
 	waiting map[string]int // commands per key in batches not yet sent
+	calls   map[string]int // calls per key past the BatchAfter gate, not yet ended
+	// ended is closed (and replaced) when a call of the key ends, to wake
+	// the key's batches waiting at the BatchAfter gate.
+	ended map[string]chan struct{}
 }
 
 // batch is one key's commands that go in one call.
@@ -72,6 +95,11 @@ type batch[T, R any] struct {
 	members []*member[R]
 	live    int  // members still waiting
 	sent    bool // the batch took a slot (or was refused); no one joins or leaves now
+	// gateBy is when the batch stops waiting at the BatchAfter gate: half
+	// the earliest wait bound of its members; moved is signalled when a
+	// member moves it earlier.
+	gateBy time.Time
+	moved  chan struct{}
 	// ctx is the wait for a slot, which lasts while any member waits:
 	// cancel ends it once every member left.
 	ctx    context.Context
@@ -109,6 +137,8 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	if b.open == nil {
 		b.open = make(map[string]*batch[T, R])
 		b.waiting = make(map[string]int)
+		b.calls = make(map[string]int)
+		b.ended = make(map[string]chan struct{})
 	}
 	if b.waiting[key] >= b.maxWaiting() {
 		b.mu.Unlock()
@@ -116,8 +146,9 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	}
 	b.waiting[key]++
 	bt := b.open[key]
+	wait := b.Limiter.WaitFor(ctx)
 	if bt == nil || len(bt.items) >= b.maxBatch() {
-		bt = &batch[T, R]{}
+		bt = &batch[T, R]{moved: make(chan struct{}, 1)}
 		// The wait for a slot is no member's: it lasts until the batch is
 		// sent or every member has left, each by its own bound below.
 		bt.ctx, bt.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -127,10 +158,17 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	bt.items = append(bt.items, item)
 	bt.members = append(bt.members, m)
 	bt.live++
+	if by := time.Now().Add(wait / 2); bt.gateBy.IsZero() || by.Before(bt.gateBy) {
+		bt.gateBy = by
+		select {
+		case bt.moved <- struct{}{}:
+		default:
+		}
+	}
 	b.mu.Unlock()
 
 	// The command waits for a slot as long as it would alone.
-	bound := time.NewTimer(b.Limiter.WaitFor(ctx))
+	bound := time.NewTimer(wait)
 	defer bound.Stop()
 	var refused error
 	select {
@@ -173,9 +211,18 @@ func (b *Batcher[T, R]) Do(ctx context.Context, key string, item T) (value R, qu
 	}
 }
 
+// Waiting returns the commands of key waiting in its batches for a slot
+// (or at the BatchAfter gate).
+func (b *Batcher[T, R]) Waiting(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting[key]
+}
+
 // run takes a slot for the batch, closes it and sends it.
 func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 	defer bt.cancel()
+	b.gate(key, bt)
 	ticket, err := b.Limiter.AcquireUntil(bt.ctx, key)
 	b.mu.Lock()
 	if b.open[key] == bt {
@@ -193,6 +240,7 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 	}
 	b.mu.Unlock()
 	if err != nil {
+		b.endCall(key)
 		if !admission.IsBusy(err) {
 			err = fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
@@ -203,6 +251,7 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 	}
 	if len(items) == 0 {
 		ticket.Release()
+		b.endCall(key)
 		return
 	}
 	ctx, cancel := sendContext(members)
@@ -211,6 +260,7 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 	// The slot goes to the next batch before the answers go out, so that a
 	// caller who sends again on its answer finds it free.
 	ticket.Release()
+	b.endCall(key)
 	for i, m := range members {
 		r := result[R]{queued: ticket.Queued}
 		if i < len(outs) {
@@ -219,6 +269,53 @@ func (b *Batcher[T, R]) run(key string, bt *batch[T, R]) {
 			r.Err = fmt.Errorf("coalesce: %d outcomes for %d commands", len(outs), len(items))
 		}
 		m.done <- r
+	}
+}
+
+// gate holds the batch open while BatchAfter calls of key are in flight,
+// until one ends, the batch's gateBy passes or its members all left; it
+// then counts the batch's call as in flight (endCall ends it).
+func (b *Batcher[T, R]) gate(key string, bt *batch[T, R]) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.BatchAfter > 0 && b.calls[key] >= b.BatchAfter {
+		ended := b.ended[key]
+		if ended == nil {
+			ended = make(chan struct{})
+			b.ended[key] = ended
+		}
+		hold := time.Until(bt.gateBy)
+		if hold <= 0 {
+			break
+		}
+		b.mu.Unlock()
+		timer := time.NewTimer(hold)
+		select {
+		case <-ended:
+		case <-bt.moved:
+		case <-timer.C:
+		case <-bt.ctx.Done():
+		}
+		timer.Stop()
+		b.mu.Lock()
+		if bt.ctx.Err() != nil {
+			break
+		}
+	}
+	b.calls[key]++
+}
+
+// endCall counts one call of key as ended and wakes the batches waiting
+// at the gate.
+func (b *Batcher[T, R]) endCall(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.calls[key]--; b.calls[key] <= 0 {
+		delete(b.calls, key)
+	}
+	if ended := b.ended[key]; ended != nil {
+		close(ended)
+		delete(b.ended, key)
 	}
 }
 

@@ -91,19 +91,27 @@ func (h echoHandle) Get(_ context.Context, valuePtr any) error {
 
 // A burst of commands to one customer, far beyond its slots, is answered
 // command by command, every one as it would have been alone: the commands
-// that found the slots taken went in batches.
+// that found the slots taken went in batches, or, with PointsBatchAfter,
+// those that found that many of the customer's updates in flight.
 func TestBurstToOneCustomerIsCoalesced(t *testing.T) {
+	for _, batchAfter := range []int{0, 1, 2} {
+		t.Run(fmt.Sprint("batch after ", batchAfter), func(t *testing.T) { burstIsCoalesced(t, batchAfter) })
+	}
+}
+
+func burstIsCoalesced(t *testing.T, batchAfter int) {
 	const burst = 60
 	fake := &echoTemporal{}
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	api := &httpapi.Server{
-		Rewards:     &rewardsclient.Client{Temporal: fake, Logger: logger},
-		Idempotency: &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
-		Admission:   &admission.Limiter{MaxInFlight: 2, MaxWait: time.Minute},
-		Metrics:     httpapi.NewMetrics(reg),
-		Timeout:     30 * time.Second,
-		Logger:      logger,
+		Rewards:          &rewardsclient.Client{Temporal: fake, Logger: logger},
+		Idempotency:      &idempotency.Middleware{Store: memory.NewStore(0), Logger: logger},
+		Admission:        &admission.Limiter{MaxInFlight: 2, MaxWait: time.Minute},
+		Metrics:          httpapi.NewMetrics(reg),
+		Timeout:          30 * time.Second,
+		Logger:           logger,
+		PointsBatchAfter: batchAfter,
 	}
 	h := withKey(t, api)
 	var wg sync.WaitGroup

@@ -106,7 +106,7 @@ type pointsCommand struct {
 // pointsBatcher coalesces the points commands of each customer entity
 // under limiter (see applyPoints).
 func (s *Server) pointsBatcher(limiter *admission.Limiter) *coalesce.Batcher[pointsCommand, rewards.PointsResult] {
-	return &coalesce.Batcher[pointsCommand, rewards.PointsResult]{Limiter: limiter, MaxBatch: s.PointsBatch, Send: s.sendPoints}
+	return &coalesce.Batcher[pointsCommand, rewards.PointsResult]{Limiter: limiter, MaxBatch: s.PointsBatch, BatchAfter: s.PointsBatchAfter, Send: s.sendPoints}
 }
 
 // sendPoints sends the points commands of one entity that took one slot: a

@@ -61,7 +61,8 @@ type Server struct {
 	Timeout time.Duration
 	// Admission bounds the commands in flight per customer entity (points,
 	// enroll, unenroll); nil takes admission.Limiter's defaults. Points
-	// commands that arrive while a customer's slots are taken wait in one
+	// commands that arrive while a customer's slots are taken (or
+	// PointsBatchAfter of its points updates are in flight) wait in one
 	// batch per entity, which takes the next free slot as one
 	// apply-points-batch update (internal/service/coalesce).
 	Admission *admission.Limiter
@@ -69,7 +70,11 @@ type Server struct {
 	// update (default and most useful: rewards.MaxBatchEvents); a full
 	// batch waits for a slot of its own.
 	PointsBatch int
-	Logger      *slog.Logger
+	// PointsBatchAfter coalesces a customer's points commands once this
+	// many of its points updates are in flight, though it has slots free
+	// (coalesce.Batcher.BatchAfter; 0: only once its slots are taken).
+	PointsBatchAfter int
+	Logger           *slog.Logger
 }
 
 // Handler returns the API's routes, each with the scope it needs: the
