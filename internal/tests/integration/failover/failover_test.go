@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -172,35 +171,17 @@ func quietLogger(t testing.TB) *slog.Logger {
 func startWorkerProcess(t *testing.T, address, natsURL string, js jetstream.JetStream) {
 	t.Helper()
 	bin := testenv.BuildProgram(t, testenv.WorkerPackage)
-	cmd := exec.Command(bin, "-address", address, "-log-level", "error",
+	p := testenv.StartProgram(t, bin, "-address", address, "-log-level", "error",
 		"-database-url", "sqlite://"+filepath.Join(t.TempDir(), "worker.db"), "-metrics-addr", "off",
 		"-ingest", "-nats-url", natsURL, "-ingest-events-stream", "off")
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		if err := cmd.Wait(); err != nil {
-			t.Logf("worker process: %v", err)
-		}
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	// Cleanups run last first: the worker is asked to stop (SIGTERM, its
+	// -stop-timeout bounding the wait) before StartProgram's SIGKILL.
+	t.Cleanup(func() { p.Signal(syscall.SIGTERM) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := waitFor(ctx, "the ingress's points stream", func() (bool, error) {
 		select {
-		case <-exited:
+		case <-p.Done():
 			return false, fmt.Errorf("the worker process exited")
 		default:
 		}
