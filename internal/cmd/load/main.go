@@ -19,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,7 @@ type config struct {
 	cache       int
 	tenantRate  float64
 	inFlight    int
+	batchAfter  int
 	fairness    bool
 	jsonOut     bool
 }
@@ -247,6 +249,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.cache, "cache", 0, "sticky workflow cache size of the in-process workers, rewards and baseline alike (0: the SDK's default; 1: cache-cold, every workflow task replays)")
 	fs.Float64Var(&cfg.tenantRate, "tenant-rate", 0, "in-process API only: every tenant's limit in commands per second (burst: one second of it), as the API's -tenant-rate; over it the http mode gets 429 (0: no limit, the harness measures the service). The tenants shape with a limit at the quiet tenant's share shows a noisy tenant contained")
 	fs.IntVar(&cfg.inFlight, "entity-inflight", 0, "in-process API only: points commands in flight at most per customer entity, as the API's -entity-max-inflight (0: its default, 8); commands beyond wait in one coalesced batch")
+	fs.IntVar(&cfg.batchAfter, "entity-batch-after", coalesce.DefaultBatchAfter, "in-process API only: coalesce a customer's points commands once this many of its updates are in flight, as the API's -entity-batch-after (0: only once its slots are taken)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	if err := flagenv.Parse(fs, args, environment); err != nil {
 		return cfg, err
@@ -274,6 +277,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.inFlight > 0 && cfg.api != "" {
 		return cfg, errors.New("-entity-inflight sets the in-process API; a running API (-api) has its own")
+	}
+	slots := cmp.Or(cfg.inFlight, admission.DefaultMaxInFlight)
+	if !set["entity-batch-after"] {
+		cfg.batchAfter = min(cfg.batchAfter, slots)
+	}
+	if cfg.batchAfter < 0 || cfg.batchAfter > slots {
+		return cfg, fmt.Errorf("-entity-batch-after %d: want 0 to the customer's slots (%d)", cfg.batchAfter, slots)
+	}
+	if set["entity-batch-after"] && cfg.api != "" {
+		return cfg, errors.New("-entity-batch-after sets the in-process API; a running API (-api) has its own")
 	}
 	if cfg.tenantRate > 0 && cfg.api != "" {
 		return cfg, errors.New("-tenant-rate limits the in-process API; a running API (-api) has its own limits")
@@ -552,8 +565,7 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			Auth:         &auth.Authenticator{Keys: st},
 			TenantLimits: tenantLimiter(cfg.tenantRate),
 			Admission:    &admission.Limiter{MaxInFlight: cfg.inFlight},
-			// As the API's -entity-batch-after default.
-			PointsBatchAfter: coalesce.DefaultBatchAfter,
+			PointsBatchAfter: cfg.batchAfter,
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,
 			Logger:  logger,

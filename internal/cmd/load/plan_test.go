@@ -289,6 +289,12 @@ func TestParseFlags(t *testing.T) {
 	if cfg, err := parseFlags([]string{"-entity-inflight", "2"}, io.Discard); err != nil || cfg.inFlight != 2 {
 		t.Errorf("-entity-inflight 2: %v, %d", err, cfg.inFlight)
 	}
+	if cfg, err := parseFlags([]string{"-entity-inflight", "1"}, io.Discard); err != nil || cfg.batchAfter != 1 {
+		t.Errorf("-entity-inflight 1: %v, batch after %d, want 1 (the default 2 bounded by the slots)", err, cfg.batchAfter)
+	}
+	if cfg, err := parseFlags([]string{"-entity-batch-after", "0"}, io.Discard); err != nil || cfg.batchAfter != 0 {
+		t.Errorf("-entity-batch-after 0: %v, %d", err, cfg.batchAfter)
+	}
 	if cfg, err := parseFlags([]string{"-shape", "hot"}, io.Discard); err != nil || cfg.warmup != 5*time.Second || cfg.plans[0].Prime {
 		t.Errorf("no -standing-start: warmup %s, prime %v, %v", cfg.warmup, cfg.plans[0].Prime, err)
 	}
@@ -323,6 +329,9 @@ func TestParseFlags(t *testing.T) {
 		{"-entity-inflight", "-1"},
 		{"-entity-inflight", "11"}, // beyond Temporal's 10 in-flight updates per workflow
 		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-entity-inflight", "2"}, // a running API's admission is its own
+		{"-entity-batch-after", "-1"},
+		{"-entity-inflight", "4", "-entity-batch-after", "5"}, // more than the customer's slots
+		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-entity-batch-after", "1"}, // a running API's coalescer is its own
 		{"-tenant-rate", "-1"},
 		{"-temporal", "127.0.0.1:7233", "-api", "http://127.0.0.1:8080", "-api-key", "efk_k", "-tenant-rate", "20"}, // a running API's limits are its own
 		{"-zipf-s", "1"},

@@ -40,10 +40,10 @@ func outageDuration(t *testing.T) time.Duration {
 // A Temporal outage (the ingress's connections to the dev server cut for
 // INGEST_TEST_OUTAGE, 30 s by default) while 50 point events of one customer
 // wait behind a first one that fails: the 50 are deferred again and again
-// (delivered many times) before their turn. Then, once two updates are
-// applied, a second, short outage makes the next ones fail at their first
-// attempt, and it lasts until a message delivered many times before its
-// turn has failed. Every message is applied exactly once, in order, none is
+// (delivered many times) before their turn. Then, once one update is
+// applied, a second, short outage begins as the next update is sent, so it
+// and those after it fail at their first attempt, and it lasts until a
+// message delivered many times before its turn has failed. Every message is applied exactly once, in order, none is
 // dead-lettered, and every message's first failure backs off 1 s (the base),
 // whatever JetStream's delivery count: the dispatcher's log says so.
 func TestIngressTemporalOutage(t *testing.T) {
@@ -85,11 +85,12 @@ func TestIngressTemporalOutage(t *testing.T) {
 			}()
 		})
 	}
-	// The second outage begins once two updates are applied: the messages
-	// the process held (MaxPerCustomer, at their first delivery) go in
-	// the first one or two batches, so what comes next was deferred
-	// before its turn.
-	e.rewards = &rewardsclient.Client{Temporal: &afterUpdates{Client: tc, n: 2, then: cutAgain},
+	// The second outage begins as the update after the first applied one
+	// is sent: the first carries the message that failed in the outage,
+	// and the next ones carry the messages held behind it and, however
+	// fast the deferred ones come back, some of those (at worst all in one
+	// batch), so a deferred message fails at its first attempt.
+	e.rewards = &rewardsclient.Client{Temporal: &cutAfterUpdates{Client: tc, n: 1, cut: cutAgain},
 		Attempts: 1, AttemptTimeout: attemptTime, Logger: quietLogger(t)}
 	e.cfg.Retry = ingress.RetryPolicy{Base: firstBackoff, Max: 8 * time.Second, MaxDeliveries: maxDeliveries}
 	e.logger = slog.New(retries)
@@ -130,8 +131,11 @@ func TestIngressTemporalOutage(t *testing.T) {
 	if applied+dup != queued+1 || handled() != queued+1 {
 		t.Errorf("acked %v applied and %v duplicate of %v handled, want %d in all", applied, dup, handled(), queued+1)
 	}
+	// The entity is read past the proxy: the second outage may outlast
+	// the last message.
 	ctx := background(t)
-	st, err := e.rewards.Status(ctx, customer)
+	direct := &rewardsclient.Client{Temporal: e.c, Attempts: 5, MaxBackoff: time.Second, AttemptTimeout: 10 * time.Second, Logger: quietLogger(t)}
+	st, err := direct.Status(ctx, customer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,38 +195,38 @@ func appliedOrder(t *testing.T, c client.Client, workflowID string) []string {
 	return keys
 }
 
-// afterUpdates is the Temporal client of the ingress, which calls then
-// each time an update through it has completed, from the n-th on: the
+// cutAfterUpdates is the Temporal client of the ingress, which calls cut
+// before it sends an update once n updates through it have completed: the
 // test's trigger for a second outage at a known point of the stream. It
 // changes no answer.
-type afterUpdates struct {
+type cutAfterUpdates struct {
 	client.Client
 	n    int64
 	done atomic.Int64
-	then func()
+	cut  func()
 }
 
-func (c *afterUpdates) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+func (c *cutAfterUpdates) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if c.done.Load() >= c.n {
+		c.cut()
+	}
 	h, err := c.Client.UpdateWithStartWorkflow(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return notifyingHandle{WorkflowUpdateHandle: h, then: func() {
-		if c.done.Add(1) >= c.n {
-			c.then()
-		}
-	}}, nil
+	return countingHandle{WorkflowUpdateHandle: h, done: &c.done}, nil
 }
 
-type notifyingHandle struct {
+// countingHandle counts its update in done once it has completed.
+type countingHandle struct {
 	client.WorkflowUpdateHandle
-	then func()
+	done *atomic.Int64
 }
 
-func (h notifyingHandle) Get(ctx context.Context, valuePtr any) error {
+func (h countingHandle) Get(ctx context.Context, valuePtr any) error {
 	err := h.WorkflowUpdateHandle.Get(ctx, valuePtr)
 	if err == nil {
-		h.then()
+		h.done.Add(1)
 	}
 	return err
 }
