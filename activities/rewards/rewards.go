@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"sync"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -137,14 +140,57 @@ func (a *Rewards) RewardsSearchAttributes(ctx context.Context) (rewardswf.Search
 }
 
 // ClientSearchAttributes lists a namespace's custom search attributes through
-// the operator API of c.
+// the operator API of c, at most once per SearchAttributesTTL
+// (CachedSearchAttributes): every entity's first run asks.
 func ClientSearchAttributes(c client.Client, namespace string) SearchAttributeLister {
-	return func(ctx context.Context) (map[string]enums.IndexedValueType, error) {
+	return CachedSearchAttributes(func(ctx context.Context) (map[string]enums.IndexedValueType, error) {
 		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 		if err != nil {
 			return nil, err
 		}
 		return resp.GetCustomAttributes(), nil
+	}, SearchAttributesTTL)
+}
+
+// SearchAttributesTTL is how long a worker reuses a namespace's list of
+// search attributes. Registering one is an operator's rare act, and an entity
+// that asked before it took effect writes it from its next run on. Asking
+// once per new entity instead costs a call per customer, and on
+// temporal-server with SQL visibility up to at least 1.32.2 each call leaks a
+// connection of the frontend to itself (temporalio/temporal#11289): two file
+// descriptors per new customer, measured, until the frontend refuses
+// connections ("too many open files").
+const SearchAttributesTTL = time.Minute
+
+// CachedSearchAttributes answers from list's last success while it is
+// younger than ttl, and asks list again after (one call at a time; the
+// callers meanwhile wait for its answer). A failure is not kept: the next
+// caller asks again.
+func CachedSearchAttributes(list SearchAttributeLister, ttl time.Duration) SearchAttributeLister {
+	return cachedSearchAttributes(list, ttl, time.Now)
+}
+
+func cachedSearchAttributes(list SearchAttributeLister, ttl time.Duration, now func() time.Time) SearchAttributeLister {
+	var (
+		mu    sync.Mutex
+		attrs map[string]enums.IndexedValueType
+		at    time.Time
+	)
+	return func(ctx context.Context) (map[string]enums.IndexedValueType, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if attrs != nil && now().Sub(at) < ttl {
+			return maps.Clone(attrs), nil
+		}
+		got, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if got == nil {
+			got = map[string]enums.IndexedValueType{}
+		}
+		attrs, at = got, now()
+		return maps.Clone(attrs), nil
 	}
 }
 
