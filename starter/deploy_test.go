@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,13 +27,13 @@ func TestParseDeploy(t *testing.T) {
 	paced := func(max, min, start float64) pacing.Config {
 		return pacing.Config{Max: max, Min: min, Start: start, Step: pacing.DefaultStep, Decrease: pacing.DefaultDecrease,
 			Concurrency: pacing.DefaultConcurrency, Interval: pacing.DefaultInterval, LatencyTarget: pacing.DefaultLatencyTarget,
-			BacklogTarget: pacing.DefaultBacklogTarget, BacklogAgeTarget: pacing.DefaultBacklogAgeTarget}
+			BacklogTarget: pacing.DefaultBacklogTarget, BacklogAgeTarget: pacing.DefaultBacklogAgeTarget, Settle: pacing.DefaultSettle}
 	}
 	nudge := func(deployment string, pace pacing.Config, max int, dry bool) rollout.NudgeOptions {
 		return rollout.NudgeOptions{Deployment: deployment, Pacing: pace, Max: max, DryRun: dry}
 	}
 	targets := paced(100, 5, 50)
-	targets.Concurrency, targets.LatencyTarget, targets.BacklogTarget, targets.BacklogAgeTarget = 3, 80*time.Millisecond, 40, 500*time.Millisecond
+	targets.Step, targets.Concurrency, targets.LatencyTarget, targets.BacklogTarget, targets.BacklogAgeTarget = 4, 3, 80*time.Millisecond, 40, 500*time.Millisecond
 	sliced := nudge("entityflow", paced(pacing.DefaultMax, pacing.DefaultMin, pacing.DefaultStart), 0, false)
 	sliced.Slice = rollout.Slice{K: 2, N: 4}
 	for _, tc := range []struct {
@@ -65,7 +66,7 @@ func TestParseDeploy(t *testing.T) {
 			want: deployRequest{sub: "nudge", deployment: "blue", nudge: nudge("blue", paced(2.5, 1, 2.5), 100, true)}, timeout: 24 * time.Hour},
 		{name: "nudge at a fixed pace under 1/s", args: []string{"nudge", "-rate", "0.5", "-min-rate", "0.5"},
 			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", paced(0.5, 0.5, 0.5), 0, false)}, timeout: 24 * time.Hour},
-		{name: "nudge with every target", args: []string{"nudge", "-rate", "100", "-min-rate", "5", "-start-rate", "50", "-concurrency", "3",
+		{name: "nudge with every target", args: []string{"nudge", "-rate", "100", "-min-rate", "5", "-start-rate", "50", "-step", "4", "-concurrency", "3",
 			"-latency-target", "80ms", "-backlog-target", "40", "-backlog-age-target", "500ms"},
 			want: deployRequest{sub: "nudge", deployment: "entityflow", nudge: nudge("entityflow", targets, 0, false)}, timeout: 24 * time.Hour},
 		{name: "nudge a slice", args: []string{"nudge", "-slice", "2/4"},
@@ -99,6 +100,7 @@ func TestParseDeploy(t *testing.T) {
 		{name: "min rate over the ceiling", args: []string{"nudge", "-rate", "10", "-min-rate", "20"}, err: "-min-rate 20 is above -rate 10"},
 		{name: "start rate over the ceiling", args: []string{"nudge", "-rate", "10", "-start-rate", "20"}, err: "-start-rate 20: must be within -min-rate 1 and -rate 10"},
 		{name: "no concurrency", args: []string{"nudge", "-concurrency", "0"}, err: "-concurrency 0: must be 1 or more"},
+		{name: "zero step", args: []string{"nudge", "-step", "0"}, err: "-step 0: must be a positive number"},
 		{name: "zero latency target", args: []string{"nudge", "-latency-target", "0s"}, err: "-latency-target 0s: must be positive"},
 		{name: "zero backlog target", args: []string{"nudge", "-backlog-target", "0"}, err: "-backlog-target 0: must be 1 or more"},
 		{name: "negative backlog age target", args: []string{"nudge", "-backlog-age-target", "-1s"}, err: "-backlog-age-target -1s: must be positive"},
@@ -122,7 +124,7 @@ func TestParseDeploy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) { // NudgeOptions.Trace is a func: equal only when both nil
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 			if *g.timeout != tc.timeout {
@@ -153,7 +155,7 @@ func TestDeployInputErrorsFailBeforeConnecting(t *testing.T) {
 
 func TestDeployHelp(t *testing.T) {
 	for sub, want := range map[string][]string{
-		"nudge": {"Usage of starter deploy nudge:", "-deployment name", "-rate", "-min-rate", "-start-rate", "-concurrency", "-latency-target", "-backlog-target", "-backlog-age-target", "-slice k/n", "-max", "-dry-run", "-json", "(default 24h0m0s)"},
+		"nudge": {"Usage of starter deploy nudge:", "-deployment name", "-rate", "-min-rate", "-start-rate", "-step", "-concurrency", "-latency-target", "-backlog-target", "-backlog-age-target", "-slice k/n", "-max", "-dry-run", "-json", "(default 24h0m0s)"},
 		"ramp":  {"Usage of starter deploy ramp:", "-deployment name", "-build-id id", "-percent percentage", "while the current version stays current", "-json", "(default 10m0s)"},
 	} {
 		_, stderr, err := runStarter(t, "deploy", sub, "-h")

@@ -16,6 +16,7 @@ import (
 type pacingFlags struct {
 	fs                              *flag.FlagSet
 	maxRate, minRate, startRate     float64
+	step                            float64
 	concurrency                     int
 	latencyTarget, backlogAgeTarget time.Duration
 	backlogTarget                   int64
@@ -28,7 +29,8 @@ func addPacingFlags(fs *flag.FlagSet, what string, backlog bool) *pacingFlags {
 	f := &pacingFlags{fs: fs, backlog: backlog}
 	fs.Float64Var(&f.maxRate, "rate", pacing.DefaultMax, "ceiling of the adaptive pace, in "+what+" per second (-min-rate equal to it: a fixed pace)")
 	fs.Float64Var(&f.minRate, "min-rate", pacing.DefaultMin, "floor of the adaptive pace, in "+what+" per second (at most -rate)")
-	fs.Float64Var(&f.startRate, "start-rate", pacing.DefaultStart, "the pace to start at, in "+what+" per second (within -min-rate and -rate); it rises by 10/s each second while every target is met, halves when one is missed, quarters when the server refuses calls as overloaded")
+	fs.Float64Var(&f.startRate, "start-rate", pacing.DefaultStart, "the pace to start at, in "+what+" per second (within -min-rate and -rate); it rises by -step each second while every target is met, halves when one is missed, quarters when the server refuses calls as overloaded")
+	fs.Float64Var(&f.step, "step", pacing.DefaultStep, "what the pace adds, in "+what+" per second, after each second in which every target was met")
 	fs.IntVar(&f.concurrency, "concurrency", pacing.DefaultConcurrency, "calls in flight at most")
 	fs.DurationVar(&f.latencyTarget, "latency-target", pacing.DefaultLatencyTarget, "the pace halves when the 90th percentile of a second's calls takes longer")
 	if backlog {
@@ -50,12 +52,12 @@ func (f *pacingFlags) config() (pacing.Config, error) {
 	for _, c := range []struct {
 		name string
 		v    float64
-	}{{"rate", f.maxRate}, {"min-rate", f.minRate}, {"start-rate", f.startRate}} {
+	}{{"rate", f.maxRate}, {"min-rate", f.minRate}, {"start-rate", f.startRate}, {"step", f.step}} {
 		if err := positive(c.name, c.v); err != nil {
 			return pacing.Config{}, err
 		}
 	}
-	cfg := pacing.Config{Max: f.maxRate, Min: f.minRate, Start: f.startRate, Concurrency: f.concurrency,
+	cfg := pacing.Config{Max: f.maxRate, Min: f.minRate, Start: f.startRate, Step: f.step, Concurrency: f.concurrency,
 		LatencyTarget: f.latencyTarget, BacklogTarget: f.backlogTarget, BacklogAgeTarget: f.backlogAgeTarget}
 	if !isSet(f.fs, "min-rate") {
 		cfg.Min = min(cfg.Min, cfg.Max)

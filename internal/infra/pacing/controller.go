@@ -23,8 +23,11 @@ const (
 	DefaultMin = 1
 	// DefaultStart is the first rate: the fixed rate `deploy nudge` had.
 	DefaultStart = 20
-	// DefaultStep is the additive increase per healthy interval.
-	DefaultStep = 10
+	// DefaultStep is the additive increase per healthy interval: small, for
+	// the server shows a backlog a second or more after it forms, and each
+	// second the pace spends above what the workers take adds a second of
+	// that excess to the queue live traffic waits in.
+	DefaultStep = 5
 	// DefaultDecrease is the multiplicative decrease when a target is
 	// missed; an overload error applies it twice.
 	DefaultDecrease = 0.5
@@ -38,10 +41,17 @@ const (
 	// DefaultBacklogAgeTarget is the age of the task queue's oldest
 	// backlogged task over which the rate decreases: live traffic's
 	// workflow tasks are waiting that long for a worker.
-	DefaultBacklogAgeTarget = time.Second
+	DefaultBacklogAgeTarget = 250 * time.Millisecond
 	// DefaultBacklogTarget is the task queue's backlog, in tasks, over
 	// which the rate decreases.
 	DefaultBacklogTarget = 200
+	// DefaultSettle is how long after a decrease for a backlog the rate
+	// neither rises nor falls again for a backlog: the server's task queue
+	// statistics trail the queue by a few seconds (measured: 2 to 5 s on
+	// temporal-server 1.32), so a backlog seen then is mostly the one that
+	// made the decrease, and halving again for it would take the rate to
+	// its floor.
+	DefaultSettle = 5 * time.Second
 )
 
 // Config says how a Pacer paces. A zero field takes its default; Min equal
@@ -72,6 +82,10 @@ type Config struct {
 	// BacklogAgeTarget bounds the task queue's approximate backlog age
 	// (DefaultBacklogAgeTarget); it applies only with a Probe.
 	BacklogAgeTarget time.Duration
+	// Settle is how long after a decrease for a backlog the rate holds
+	// whatever the backlog (DefaultSettle); a slow or refused call still
+	// lowers it.
+	Settle time.Duration
 }
 
 // WithDefaults returns c with its zero fields set to their defaults, Min
@@ -92,8 +106,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("decrease %v: must be more than 0 and less than 1", c.Decrease)
 	case c.Concurrency < 0:
 		return c, fmt.Errorf("concurrency %d: must be positive", c.Concurrency)
-	case c.Interval < 0, c.LatencyTarget < 0, c.BacklogAgeTarget < 0:
-		return c, errors.New("interval, latency target and backlog age target must be positive durations")
+	case c.Interval < 0, c.LatencyTarget < 0, c.BacklogAgeTarget < 0, c.Settle < 0:
+		return c, errors.New("interval, latency target, backlog age target and settle must be positive durations")
 	case c.BacklogTarget < 0:
 		return c, fmt.Errorf("backlog target %d: must be positive", c.BacklogTarget)
 	}
@@ -126,6 +140,9 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.BacklogAgeTarget == 0 {
 		c.BacklogAgeTarget = DefaultBacklogAgeTarget
 	}
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
+	}
 	return c, nil
 }
 
@@ -150,6 +167,10 @@ type Window struct {
 	// Backlog is the task queue's at the interval's end, nil without a
 	// probe or when the probe failed.
 	Backlog *Backlog
+	// ProbeFailed says the probe did not answer in the interval: the
+	// backlog is unknown, which is no evidence for a higher rate (a
+	// saturated server answers late).
+	ProbeFailed bool
 }
 
 // Verdict is what the controller did with the rate.
@@ -159,9 +180,10 @@ type Verdict string
 const (
 	// Increase: every target was met and the rate was used.
 	Increase Verdict = "increase"
-	// Hold: no evidence either way (no call ended, or the calls did not
-	// use the rate: concurrency or the listing held them back), or the
-	// rate is at its ceiling.
+	// Hold: no evidence either way (no call ended, the calls did not use
+	// the rate: concurrency or the listing held them back, or the backlog
+	// probe failed), the rate is at its ceiling, or it is settling after a
+	// decrease for a backlog.
 	Hold Verdict = "hold"
 	// Decrease: a target was missed.
 	Decrease Verdict = "decrease"
@@ -190,6 +212,9 @@ const usedShare = 0.8
 type Controller struct {
 	cfg  Config
 	rate float64
+	// settling is what is left of the Settle after the last decrease for
+	// a backlog.
+	settling time.Duration
 }
 
 // NewController starts at cfg.Start; cfg must have its defaults
@@ -203,9 +228,18 @@ func (c *Controller) Rate() float64 { return c.rate }
 
 // Next decides the rate for the next interval from the last one's window.
 func (c *Controller) Next(w Window) Decision {
+	settling := c.settling > 0
+	c.settling = max(0, c.settling-w.Elapsed)
 	cut := func(v Verdict, factor float64, reason string) Decision {
 		c.rate = max(c.cfg.Min, c.rate*factor)
 		return Decision{Rate: c.rate, Verdict: v, Reason: reason}
+	}
+	backlogCut := func(reason string) Decision {
+		if settling {
+			return Decision{Rate: c.rate, Verdict: Hold, Reason: reason + ", settling after the last decrease"}
+		}
+		c.settling = c.cfg.Settle
+		return cut(Decrease, c.cfg.Decrease, reason)
 	}
 	switch {
 	case w.Overloaded > 0:
@@ -213,12 +247,15 @@ func (c *Controller) Next(w Window) Decision {
 	case w.Calls > 0 && w.Latency > c.cfg.LatencyTarget:
 		return cut(Decrease, c.cfg.Decrease, fmt.Sprintf("latency p90 %v over the target %v", w.Latency.Round(time.Millisecond), c.cfg.LatencyTarget))
 	case w.Backlog != nil && w.Backlog.Age > c.cfg.BacklogAgeTarget:
-		return cut(Decrease, c.cfg.Decrease, fmt.Sprintf("task queue backlog age %v over the target %v", w.Backlog.Age.Round(time.Millisecond), c.cfg.BacklogAgeTarget))
+		return backlogCut(fmt.Sprintf("task queue backlog age %v over the target %v", w.Backlog.Age.Round(time.Millisecond), c.cfg.BacklogAgeTarget))
 	case w.Backlog != nil && w.Backlog.Count > c.cfg.BacklogTarget:
-		return cut(Decrease, c.cfg.Decrease, fmt.Sprintf("task queue backlog %d over the target %d", w.Backlog.Count, c.cfg.BacklogTarget))
+		return backlogCut(fmt.Sprintf("task queue backlog %d over the target %d", w.Backlog.Count, c.cfg.BacklogTarget))
 	}
 	used := float64(w.Calls) >= usedShare*c.rate*w.Elapsed.Seconds()
-	if w.Calls == 0 || !used || c.rate >= c.cfg.Max {
+	if w.ProbeFailed {
+		return Decision{Rate: c.rate, Verdict: Hold, Reason: "the backlog probe did not answer"}
+	}
+	if w.Calls == 0 || !used || c.rate >= c.cfg.Max || settling {
 		return Decision{Rate: c.rate, Verdict: Hold}
 	}
 	c.rate = min(c.cfg.Max, c.rate+c.cfg.Step)

@@ -35,6 +35,10 @@ func TestControllerDecisions(t *testing.T) {
 		{name: "rate used over a longer interval", rate: 50,
 			w: Window{Elapsed: 2 * sec, Calls: 90, Latency: 10 * time.Millisecond}, want: Decision{Rate: 60, Verdict: Increase}},
 		{name: "no call ended: hold", rate: 20, w: Window{Elapsed: sec}, want: Decision{Rate: 20, Verdict: Hold}},
+		{name: "healthy calls but the probe failed: hold", rate: 20,
+			w: Window{Elapsed: sec, Calls: 20, Latency: 10 * time.Millisecond, ProbeFailed: true}, want: Decision{Rate: 20, Verdict: Hold}, because: "probe did not answer"},
+		{name: "a slow call with the probe failed: halve", rate: 40,
+			w: Window{Elapsed: sec, Calls: 40, Latency: 150 * time.Millisecond, ProbeFailed: true}, want: Decision{Rate: 20, Verdict: Decrease}},
 		{name: "latency over the target: halve", rate: 40,
 			w: Window{Elapsed: sec, Calls: 40, Latency: 150 * time.Millisecond}, want: Decision{Rate: 20, Verdict: Decrease}, because: "latency p90 150ms over the target 100ms"},
 		{name: "latency at the target is healthy", rate: 40,
@@ -92,11 +96,43 @@ func TestControllerSawtooth(t *testing.T) {
 	}
 }
 
+// After a decrease for a backlog the rate settles for Settle: the backlog
+// still reported then (the server's statistics trail the queue) neither
+// halves it again nor lets it rise, while a slow call still lowers it.
+func TestControllerSettlesAfterABacklogDecrease(t *testing.T) {
+	cfg := testConfig()
+	cfg.Settle = 3 * time.Second
+	c := NewController(cfg)
+	c.rate = 80
+	sec := time.Second
+	backlog := Window{Elapsed: sec, Calls: 80, Latency: time.Millisecond, Backlog: &Backlog{Count: 90, Age: 2 * sec}}
+	healthy := Window{Elapsed: sec, Calls: 40, Latency: time.Millisecond, Backlog: &Backlog{}}
+	slow := Window{Elapsed: sec, Calls: 40, Latency: sec, Backlog: &Backlog{}}
+	steps := []struct {
+		w       Window
+		want    Decision
+		because string
+	}{
+		{backlog, Decision{Rate: 40, Verdict: Decrease}, "backlog age 2s"},
+		{backlog, Decision{Rate: 40, Verdict: Hold}, "settling after the last decrease"},
+		{healthy, Decision{Rate: 40, Verdict: Hold}, ""},
+		{slow, Decision{Rate: 20, Verdict: Decrease}, "latency p90"},
+		{Window{Elapsed: sec, Calls: 20, Latency: time.Millisecond}, Decision{Rate: 30, Verdict: Increase}, ""},
+		{backlog, Decision{Rate: 15, Verdict: Decrease}, "backlog age 2s"},
+	}
+	for i, st := range steps {
+		got := c.Next(st.w)
+		if got.Rate != st.want.Rate || got.Verdict != st.want.Verdict || !strings.Contains(got.Reason, st.because) {
+			t.Fatalf("step %d: %+v, want %+v with a reason containing %q", i, got, st.want, st.because)
+		}
+	}
+}
+
 func TestConfigWithDefaults(t *testing.T) {
 	got, err := Config{}.WithDefaults()
 	want := Config{Max: DefaultMax, Min: DefaultMin, Start: DefaultStart, Step: DefaultStep, Decrease: DefaultDecrease,
 		Concurrency: DefaultConcurrency, Interval: DefaultInterval, LatencyTarget: DefaultLatencyTarget,
-		BacklogTarget: DefaultBacklogTarget, BacklogAgeTarget: DefaultBacklogAgeTarget}
+		BacklogTarget: DefaultBacklogTarget, BacklogAgeTarget: DefaultBacklogAgeTarget, Settle: DefaultSettle}
 	if err != nil || got != want {
 		t.Fatalf("defaults %+v, %v; want %+v", got, err, want)
 	}

@@ -60,6 +60,15 @@ type Pacer struct {
 	windowFrom time.Time
 	stats      Stats
 	stopped    bool
+	trace      func(Window, Decision)
+}
+
+// Trace has f called with every interval's window and the decision made of
+// it, from the controller's loop (nil: none), for a log of the pace.
+func (p *Pacer) Trace(f func(Window, Decision)) {
+	p.mu.Lock()
+	p.trace = f
+	p.mu.Unlock()
 }
 
 // Start returns a Pacer of cfg (defaults filled in, validated) and starts
@@ -165,7 +174,7 @@ func (p *Pacer) run() {
 		p.mu.Lock()
 		now := time.Now()
 		w := Window{Elapsed: now.Sub(p.windowFrom), Calls: len(p.latencies), Overloaded: p.overloaded,
-			Latency: percentile(p.latencies, 0.9), Backlog: backlog}
+			Latency: percentile(p.latencies, 0.9), Backlog: backlog, ProbeFailed: probeFailed}
 		p.latencies, p.overloaded, p.windowFrom = p.latencies[:0], 0, now
 		d := p.ctrl.Next(w)
 		p.lim.SetLimit(rate.Limit(d.Rate))
@@ -178,7 +187,11 @@ func (p *Pacer) run() {
 			p.stats.Backoffs++
 			p.stats.LastBackoff = d.Reason
 		}
+		trace := p.trace
 		p.mu.Unlock()
+		if trace != nil {
+			trace(w, d)
+		}
 	}
 }
 

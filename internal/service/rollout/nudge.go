@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sync"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -40,6 +41,9 @@ type NudgeOptions struct {
 	Max int
 	// DryRun lists and counts the entities without signalling any.
 	DryRun bool
+	// Trace, when set, is called with each interval's window and pacing
+	// decision (pacing.Pacer.Trace), for a log of the pace.
+	Trace func(pacing.Window, pacing.Decision)
 }
 
 // NudgeReport is what a sweep did.
@@ -88,10 +92,11 @@ type NudgeReport struct {
 //
 // The pace adapts (package pacing): it rises while the signals answer within
 // opts.Pacing.LatencyTarget and the rewards task queue's backlog (its
-// approximate count and age, as DescribeTaskQueue reports them) stays
-// within its targets, and falls when not, or when the server refuses
-// signals as overloaded: every moved entity is a workflow task and a
-// ContinueAsNew on the workers that serve live traffic too.
+// approximate count and age, as DescribeTaskQueue reports them, and the
+// wait of the workflow task of the entity signalled an interval before,
+// WithWakeAge) stays within its targets, and falls when not, or when the
+// server refuses signals as overloaded: every moved entity is a workflow
+// task and a ContinueAsNew on the workers that serve live traffic too.
 //
 // An entity that ended meanwhile counts as gone; other failed signals are
 // counted, and the first one is returned as the error with the report. A
@@ -145,12 +150,18 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 	if err != nil {
 		return r, err
 	}
-	p, err := pacing.Start(opts.Pacing, TaskQueueBacklog(c, namespace, rewards.RewardsTaskQueue))
+	var last lastSignalled
+	p, err := pacing.Start(opts.Pacing, WithWakeAge(c, TaskQueueBacklog(c, namespace, rewards.RewardsTaskQueue), last.Load))
 	if err != nil {
 		return r, err
 	}
+	p.Trace(opts.Trace)
 	signal := func(ctx context.Context, workflowID string) error {
-		return c.SignalWorkflow(ctx, workflowID, "", rewards.SignalNudge, nil)
+		err := c.SignalWorkflow(ctx, workflowID, "", rewards.SignalNudge, nil)
+		if err == nil {
+			last.Store(workflowID)
+		}
+		return err
 	}
 	err = sweep(ctx, list, signal, p, opts, &r)
 	stats := p.Stop()
@@ -177,6 +188,63 @@ func TaskQueueBacklog(c client.Client, namespace, taskQueue string) pacing.Probe
 			return pacing.Backlog{}, fmt.Errorf("task queue %s: the server reported no stats", taskQueue)
 		}
 		return pacing.Backlog{Count: st.GetApproximateBacklogCount(), Age: st.GetApproximateBacklogAge().AsDuration()}, nil
+	}
+}
+
+// lastSignalled is the workflow ID a sweep signalled last, for WithWakeAge.
+type lastSignalled struct {
+	mu sync.Mutex
+	id string
+}
+
+// Store records id as the last signalled.
+func (l *lastSignalled) Store(id string) {
+	l.mu.Lock()
+	l.id = id
+	l.mu.Unlock()
+}
+
+// Load returns the last signalled workflow ID, empty before the first.
+func (l *lastSignalled) Load() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.id
+}
+
+// WithWakeAge adds to probe what a workflow signalled an interval ago shows
+// now (the one lastID named at the probe before): while its workflow task,
+// or that of the run it continued as, waits for a worker, the backlog's age
+// is at least that wait. The server's task queue statistics trail the queue
+// by a few seconds; this one read of the workflow's own state does not, so
+// a sweep sees at once when the workflow tasks it causes, and live
+// traffic's beside them, start to queue. The wait is measured against
+// the server's scheduled time, so it assumes clocks in step to within
+// a fraction of the age target.
+func WithWakeAge(c client.Client, probe pacing.Probe, lastID func() string) pacing.Probe {
+	var prev string // the probe's loop is one goroutine
+	return func(ctx context.Context) (pacing.Backlog, error) {
+		id := prev
+		prev = lastID()
+		b, err := probe(ctx)
+		if err != nil {
+			return b, err
+		}
+		if id == "" {
+			return b, nil
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+			return b, nil // gone since: the statistics alone
+		case err != nil:
+			return b, fmt.Errorf("describing %s, signalled last: %w", id, err)
+		}
+		task := desc.GetPendingWorkflowTask()
+		if task.GetState() == enums.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {
+			b.Age = max(b.Age, time.Since(task.GetScheduledTime().AsTime()))
+		}
+		return b, nil
 	}
 }
 
