@@ -558,13 +558,13 @@ func setup(ctx context.Context, cfg config, logger *slog.Logger, serverGone func
 			e.apiKeys[tenant] = key
 		}
 		api := &httpapi.Server{
-			Platform:     &platform.Service{Store: st, Temporal: e.c, Logger: logger},
-			Rewards:      &rewardsclient.Client{Temporal: e.c, Logger: logger},
-			Idempotency:  &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
-			Metrics:      httpapi.NewMetrics(e.reg),
-			Auth:         &auth.Authenticator{Keys: st},
-			TenantLimits: tenantLimiter(cfg.tenantRate),
-			Admission:    &admission.Limiter{MaxInFlight: cfg.inFlight},
+			Platform:         &platform.Service{Store: st, Temporal: e.c, Logger: logger},
+			Rewards:          &rewardsclient.Client{Temporal: e.c, Logger: logger},
+			Idempotency:      &idempotency.Middleware{Store: memory.NewStore(0), Metrics: idempotency.NewMetrics(), Logger: logger},
+			Metrics:          httpapi.NewMetrics(e.reg),
+			Auth:             &auth.Authenticator{Keys: st},
+			TenantLimits:     tenantLimiter(cfg.tenantRate),
+			Admission:        &admission.Limiter{MaxInFlight: cfg.inFlight},
 			PointsBatchAfter: cfg.batchAfter,
 			// Answer (504 at worst) before the harness gives up on the request.
 			Timeout: cfg.timeout * 8 / 10,

@@ -76,6 +76,24 @@ type config struct {
 	bare              bool
 	pace              pacing.Config
 	jsonOut           bool
+	trace             bool
+}
+
+// traceTo returns the pacing trace of the sweep named sweep: a line an
+// interval on standard error with -trace, nil without.
+func (c config) traceTo(sweep string) func(pacing.Window, pacing.Decision) {
+	if !c.trace {
+		return nil
+	}
+	began := time.Now()
+	return func(w pacing.Window, d pacing.Decision) {
+		backlog := "unknown"
+		if w.Backlog != nil {
+			backlog = fmt.Sprintf("%d tasks, %v old", w.Backlog.Count, w.Backlog.Age.Round(time.Millisecond))
+		}
+		fmt.Fprintf(os.Stderr, "nudgebench: %s %5.1fs: %d calls, p90 %v, %d overloaded, backlog %s: %s to %.1f/s %s\n",
+			sweep, time.Since(began).Seconds(), w.Calls, w.Latency.Round(time.Millisecond), w.Overloaded, backlog, d.Verdict, d.Rate, d.Reason)
+	}
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -93,12 +111,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.createConcurrency, "create-concurrency", 16, "entities created at once")
 	fs.BoolVar(&c.bare, "bare", true, "also sweep the bare signal-and-ContinueAsNew workflows (the baseline)")
 	fs.Float64Var(&c.pace.Max, "rate", 1000, "ceiling of the sweeps' adaptive pace, signals per second")
+	fs.Float64Var(&c.pace.Min, "min-rate", pacing.DefaultMin, "floor of the sweeps' adaptive pace (equal to -rate: a fixed pace)")
 	fs.Float64Var(&c.pace.Start, "start-rate", pacing.DefaultStart, "the sweeps' first pace")
+	fs.Float64Var(&c.pace.Step, "step", pacing.DefaultStep, "the sweeps' additive increase, signals per second each healthy second")
 	fs.IntVar(&c.pace.Concurrency, "concurrency", pacing.DefaultConcurrency, "signals in flight at most")
 	fs.DurationVar(&c.pace.LatencyTarget, "latency-target", pacing.DefaultLatencyTarget, "the pace halves over this p90 of a second's signals")
 	fs.Int64Var(&c.pace.BacklogTarget, "backlog-target", pacing.DefaultBacklogTarget, "the pace halves over this task queue backlog")
 	fs.DurationVar(&c.pace.BacklogAgeTarget, "backlog-age-target", pacing.DefaultBacklogAgeTarget, "the pace halves over this task queue backlog age")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.trace, "trace", false, "print the sweeps' pacing decisions, one line an interval, on standard error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -138,6 +159,9 @@ type Report struct {
 	Persistence   string  `json:"persistence"`
 	Entities      int     `json:"entities"`
 	LiveRate      float64 `json:"live_rate"`
+	// MovedOnTheirOwn counts the entities already on B when the sweep
+	// began: woken by their own work after B was made current.
+	MovedOnTheirOwn int64 `json:"moved_on_their_own"`
 	// Before is the live traffic alone; Nudge and Bare the sweeps.
 	Before Window `json:"live_before"`
 	Nudge  Sweep  `json:"nudge"`
@@ -304,7 +328,11 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the idle entities: %w", err)
 	}
-	fmt.Fprintf(progress, "nudgebench: %d idle entities on A (and as many bare workflows) created in %.1f s\n", cfg.entities, time.Since(began).Seconds())
+	bare := ""
+	if cfg.bare {
+		bare = " (and as many bare workflows)"
+	}
+	fmt.Fprintf(progress, "nudgebench: %d idle entities on A%s created in %.1f s\n", cfg.entities, bare, time.Since(began).Seconds())
 	if err := waitUntil(ctx, "every entity listed on A", func() (bool, error) {
 		r, err := rollout.Status(ctx, c, rollout.DefaultDeployment)
 		return err == nil && r.Running == int64(cfg.entities) && r.NotOnCurrent == 0, err
@@ -317,9 +345,15 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer stopB()
-	if err := waitUntil(ctx, "every entity listed off the current version B", func() (bool, error) {
+	// An entity whose first event's activities were still in flight wakes
+	// once more, sees the new target and moves to B on its own: the sweep
+	// moves the others.
+	if err := waitUntil(ctx, "every entity listed, on A or B, with B current", func() (bool, error) {
 		r, err := rollout.Status(ctx, c, rollout.DefaultDeployment)
-		return err == nil && r.CurrentBuildID == "B" && r.NotOnCurrent == int64(cfg.entities), err
+		if err != nil || r.CurrentBuildID != "B" || r.Running != int64(cfg.entities) {
+			return false, err
+		}
+		return true, nil
 	}); err != nil {
 		return nil, err
 	}
@@ -334,11 +368,12 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 
 	// The nudge, as `starter deploy nudge` sends it.
 	from = time.Now()
-	nr, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: rollout.DefaultDeployment, Pacing: cfg.pace})
+	nr, err := rollout.Nudge(ctx, c, rollout.NudgeOptions{Deployment: rollout.DefaultDeployment, Pacing: cfg.pace, Trace: cfg.traceTo("nudge")})
 	if err != nil {
 		return nil, fmt.Errorf("nudging: %w (%s)", err, nr.Text())
 	}
 	signalled := time.Since(from)
+	rep.MovedOnTheirOwn = int64(cfg.entities - nr.Found)
 	fmt.Fprintf(progress, "nudgebench: %s\n", nr.Text())
 	if err := waitUntil(ctx, "every entity on B", func() (bool, error) {
 		r, err := rollout.Status(ctx, c, rollout.DefaultDeployment)
@@ -351,20 +386,34 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 	if cfg.bare {
 		sleep(ctx, 5*time.Second) // the workers settle between the sweeps
 		from = time.Now()
-		p, err := pacing.Start(cfg.pace, rollout.TaskQueueBacklog(c, namespace, bareTaskQueue))
+		// Paced as the nudge is: the task queue's statistics and the
+		// workflow signalled last.
+		var (
+			mu     sync.Mutex
+			failed int
+			last   string
+		)
+		lastID := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return last
+		}
+		p, err := pacing.Start(cfg.pace, rollout.WithWakeAge(c, rollout.TaskQueueBacklog(c, namespace, bareTaskQueue), lastID))
 		if err != nil {
 			return nil, err
 		}
-		var mu sync.Mutex
-		failed := 0
+		p.Trace(cfg.traceTo("bare"))
 		for i := range cfg.entities {
 			err := p.Go(ctx, func(ctx context.Context) error {
-				err := c.SignalWorkflow(ctx, fmt.Sprintf("bare-%d", i), "", bareSignal, nil)
+				id := fmt.Sprintf("bare-%d", i)
+				err := c.SignalWorkflow(ctx, id, "", bareSignal, nil)
+				mu.Lock()
 				if err != nil {
-					mu.Lock()
 					failed++
-					mu.Unlock()
+				} else {
+					last = id
 				}
+				mu.Unlock()
 				return err
 			})
 			if err != nil {
@@ -463,6 +512,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func printReport(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "date: %s\nruntime: %s\nserver: %s, %s\nentities: %d; live traffic %g events/s\n\n", rep.Date, rep.Runtime, rep.ServerVersion, rep.Persistence, rep.Entities, rep.LiveRate)
+	fmt.Fprintf(w, "moved to B on their own before the sweep: %d\n", rep.MovedOnTheirOwn)
 	fmt.Fprintf(w, "live alone: %.0f s, %d ok, %d errors, %d dropped, p50 %.0f ms, p99 %.0f ms\n", rep.Before.Seconds, rep.Before.OK, rep.Before.Errors, rep.Before.Dropped, rep.Before.P50, rep.Before.P99)
 	line := func(name string, s Sweep) {
 		fmt.Fprintf(w, "%s: %d signalled (%d failed) in %.1f s, all moved in %.1f s: %.1f moved/s (pace %.3g to %.3g/s, %d in flight, %d backoffs; %.1f h per million); live meanwhile %d ok, %d errors, p99 %.0f ms (%.2fx alone)\n",
