@@ -257,6 +257,20 @@ func (s *Server) logTails(t testing.TB) {
 	}
 }
 
+// logDirTails logs the end of every log in dir: those of a server that
+// failed to start, which Start has already stopped.
+func logDirTails(t testing.TB, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		t.Logf("the end of %s:\n%s", path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+}
+
 // KillService ends the process named name at once (SIGKILL), as a crashed
 // host would end, and returns once it has exited. The rest of the server
 // goes on: with TopologySplit, the other history host takes a killed host's
