@@ -40,10 +40,9 @@ func outageDuration(t *testing.T) time.Duration {
 // A Temporal outage (the ingress's connections to the dev server cut for
 // INGEST_TEST_OUTAGE, 30 s by default) while 50 point events of one customer
 // wait behind a first one that fails: the 50 are deferred again and again
-// (delivered many times) before their turn. Then, once one update is
-// applied, a second, short outage begins as the next update is sent, so it
-// and those after it fail at their first attempt, and it lasts until a
-// message delivered many times before its turn has failed. Every message is applied exactly once, in order, none is
+// (delivered many times) before their turn. Then a second, short outage
+// begins as the first update carrying one of those is sent, so it fails
+// at its first attempt, and it lasts until such a message has failed. Every message is applied exactly once, in order, none is
 // dead-lettered, and every message's first failure backs off 1 s (the base),
 // whatever JetStream's delivery count: the dispatcher's log says so.
 func TestIngressTemporalOutage(t *testing.T) {
@@ -85,13 +84,19 @@ func TestIngressTemporalOutage(t *testing.T) {
 			}()
 		})
 	}
-	// The second outage begins as the update after the first applied one
-	// is sent: the first carries the message that failed in the outage,
-	// and the next ones carry the messages held behind it and, however
-	// fast the deferred ones come back, some of those (at worst all in one
-	// batch), so a deferred message fails at its first attempt.
-	e.rewards = &rewardsclient.Client{Temporal: &cutAfterUpdates{Client: tc, n: 1, cut: cutAgain},
-		Attempts: 1, AttemptTimeout: attemptTime, Logger: quietLogger(t)}
+	// The second outage begins as the first update that carries a
+	// deferred message is sent, once the first outage is over: the
+	// ingress holds at most MaxPerCustomer messages behind the one it
+	// tries, at their first delivery, so every message after those was
+	// nacked (deferred) before its turn, and fails its first attempt in
+	// that update.
+	held := e.cfg.MaxPerCustomer
+	cutter := &cutBeforeUpdate{Client: tc, cut: cutAgain, carries: func(key string) bool {
+		var i int
+		_, err := fmt.Sscanf(key, "o-%d", &i)
+		return err == nil && i > held
+	}}
+	e.rewards = &rewardsclient.Client{Temporal: cutter, Attempts: 1, AttemptTimeout: attemptTime, Logger: quietLogger(t)}
 	e.cfg.Retry = ingress.RetryPolicy{Base: firstBackoff, Max: 8 * time.Second, MaxDeliveries: maxDeliveries}
 	e.logger = slog.New(retries)
 	reg := prometheus.NewRegistry()
@@ -116,6 +121,7 @@ func TestIngressTemporalOutage(t *testing.T) {
 	}
 	time.Sleep(time.Until(began.Add(outage)))
 	proxy.setDown(false)
+	cutter.armed.Store(true)
 	t.Logf("Temporal unreachable for the ingress for %v", time.Since(began).Round(time.Millisecond))
 
 	handled := func() float64 {
@@ -195,40 +201,37 @@ func appliedOrder(t *testing.T, c client.Client, workflowID string) []string {
 	return keys
 }
 
-// cutAfterUpdates is the Temporal client of the ingress, which calls cut
-// before it sends an update once n updates through it have completed: the
-// test's trigger for a second outage at a known point of the stream. It
-// changes no answer.
-type cutAfterUpdates struct {
+// cutBeforeUpdate is the Temporal client of the ingress, which calls cut,
+// once armed, before it sends an update carrying a point event whose dedup
+// key carries reports true: the test's trigger for a second outage at a
+// known point of the stream. It changes no answer.
+type cutBeforeUpdate struct {
 	client.Client
-	n    int64
-	done atomic.Int64
-	cut  func()
+	armed   atomic.Bool
+	carries func(key string) bool
+	cut     func()
 }
 
-func (c *cutAfterUpdates) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-	if c.done.Load() >= c.n {
+func (c *cutBeforeUpdate) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if c.armed.Load() && slices.ContainsFunc(pointEvents(opts.UpdateOptions.Args), func(ev rewards.PointEvent) bool { return c.carries(ev.DedupKey) }) {
 		c.cut()
 	}
-	h, err := c.Client.UpdateWithStartWorkflow(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return countingHandle{WorkflowUpdateHandle: h, done: &c.done}, nil
+	return c.Client.UpdateWithStartWorkflow(ctx, opts)
 }
 
-// countingHandle counts its update in done once it has completed.
-type countingHandle struct {
-	client.WorkflowUpdateHandle
-	done *atomic.Int64
-}
-
-func (h countingHandle) Get(ctx context.Context, valuePtr any) error {
-	err := h.WorkflowUpdateHandle.Get(ctx, valuePtr)
-	if err == nil {
-		h.done.Add(1)
+// pointEvents returns the point events of an apply-points or
+// apply-points-batch update's arguments.
+func pointEvents(args []any) []rewards.PointEvent {
+	var out []rewards.PointEvent
+	for _, a := range args {
+		switch v := a.(type) {
+		case rewards.PointEvent:
+			out = append(out, v)
+		case rewards.PointEventBatch:
+			out = append(out, v.Events...)
+		}
 	}
-	return err
+	return out
 }
 
 // proxy forwards TCP connections to a target; while down it cuts the
