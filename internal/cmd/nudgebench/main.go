@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -350,10 +351,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 	// moves the others.
 	if err := waitUntil(ctx, "every entity listed, on A or B, with B current", func() (bool, error) {
 		r, err := rollout.Status(ctx, c, rollout.DefaultDeployment)
-		if err != nil || r.CurrentBuildID != "B" || r.Running != int64(cfg.entities) {
-			return false, err
-		}
-		return true, nil
+		return err == nil && r.CurrentBuildID == "B" && r.Running == int64(cfg.entities), err
 	}); err != nil {
 		return nil, err
 	}
@@ -389,16 +387,10 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		// Paced as the nudge is: the task queue's statistics and the
 		// workflow signalled last.
 		var (
-			mu     sync.Mutex
-			failed int
-			last   string
+			last   rollout.LastSignalled
+			failed atomic.Int64
 		)
-		lastID := func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return last
-		}
-		p, err := pacing.Start(cfg.pace, rollout.WithWakeAge(c, rollout.TaskQueueBacklog(c, namespace, bareTaskQueue), lastID))
+		p, err := pacing.Start(cfg.pace, rollout.WithWakeAge(c, rollout.TaskQueueBacklog(c, namespace, bareTaskQueue), last.Load))
 		if err != nil {
 			return nil, err
 		}
@@ -407,13 +399,11 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 			err := p.Go(ctx, func(ctx context.Context) error {
 				id := fmt.Sprintf("bare-%d", i)
 				err := c.SignalWorkflow(ctx, id, "", bareSignal, nil)
-				mu.Lock()
 				if err != nil {
-					failed++
+					failed.Add(1)
 				} else {
-					last = id
+					last.Store(id)
 				}
-				mu.Unlock()
 				return err
 			})
 			if err != nil {
@@ -431,7 +421,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
 		}); err != nil {
 			return nil, err
 		}
-		b := sweepReport(stats.Calls-failed, failed, signalled, time.Since(from), stats, live.window(from, time.Now()), rep.Before)
+		b := sweepReport(stats.Calls-int(failed.Load()), int(failed.Load()), signalled, time.Since(from), stats, live.window(from, time.Now()), rep.Before)
 		rep.Bare = &b
 		if b.MovedRate > 0 {
 			rep.NudgeOverBare = round2(rep.Nudge.MovedRate / b.MovedRate)

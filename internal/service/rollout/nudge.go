@@ -150,7 +150,7 @@ func Nudge(ctx context.Context, c client.Client, opts NudgeOptions) (NudgeReport
 	if err != nil {
 		return r, err
 	}
-	var last lastSignalled
+	var last LastSignalled
 	p, err := pacing.Start(opts.Pacing, WithWakeAge(c, TaskQueueBacklog(c, namespace, rewards.RewardsTaskQueue), last.Load))
 	if err != nil {
 		return r, err
@@ -191,21 +191,22 @@ func TaskQueueBacklog(c client.Client, namespace, taskQueue string) pacing.Probe
 	}
 }
 
-// lastSignalled is the workflow ID a sweep signalled last, for WithWakeAge.
-type lastSignalled struct {
+// LastSignalled is the workflow ID a sweep signalled last, for WithWakeAge
+// (its Load); the zero value is ready to use.
+type LastSignalled struct {
 	mu sync.Mutex
 	id string
 }
 
 // Store records id as the last signalled.
-func (l *lastSignalled) Store(id string) {
+func (l *LastSignalled) Store(id string) {
 	l.mu.Lock()
 	l.id = id
 	l.mu.Unlock()
 }
 
 // Load returns the last signalled workflow ID, empty before the first.
-func (l *lastSignalled) Load() string {
+func (l *LastSignalled) Load() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.id
@@ -238,7 +239,7 @@ func WithWakeAge(c client.Client, probe pacing.Probe, lastID func() string) paci
 		case errors.As(err, &notFound):
 			return b, nil // gone since: the statistics alone
 		case err != nil:
-			return b, fmt.Errorf("describing %s, signalled last: %w", id, err)
+			return b, fmt.Errorf("describing %s, signalled an interval before: %w", id, err)
 		}
 		task := desc.GetPendingWorkflowTask()
 		if task.GetState() == enums.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {

@@ -247,14 +247,19 @@ func (s *Server) logTails(t testing.TB) {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Logf("%s: %v", name, err)
-			continue
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		t.Logf("the end of %s's log (%s):\n%s", name, path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		logTail(t, name+"'s log ("+path+")", path)
 	}
+}
+
+// logTail logs the last 15 lines of the log at path, under label.
+func logTail(t testing.TB, label, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s: %v", label, err)
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	t.Logf("the end of %s:\n%s", label, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 }
 
 // logDirTails logs the end of every log in dir: those of a server that
@@ -262,12 +267,7 @@ func (s *Server) logTails(t testing.TB) {
 func logDirTails(t testing.TB, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, path := range logs {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		t.Logf("the end of %s:\n%s", path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		logTail(t, path, path)
 	}
 }
 
