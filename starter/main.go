@@ -19,6 +19,8 @@
 //	starter apikey list   [-tenant T]
 //	starter deadletters list   [-reason R,...] [-subject S] [-since 2h|RFC3339] [-nats-url U]
 //	starter deadletters replay [-reason R,...] [-subject S] [-since T] [-dry-run] [-wait 30s] [-purge]
+//	starter feed stuck   [-older 5m] [-limit 100]
+//	starter feed discard -customer c-1 [-tenant T] -reason R [-through-seq N] -out discarded.json
 //
 // Every command takes -json for machine-readable output, and -address and
 // -namespace (or TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE). The rewards commands
@@ -72,6 +74,8 @@ commands:
   apikey list      list the API keys (never their secrets)
   deadletters list     list the ingress's dead letters (NATS_URL), filtered by reason, subject, time
   deadletters replay   republish dead letters under their dedup keys once the cause is fixed; report applied, duplicate, still failing
+  feed stuck       list the entities whose change feed outbox is not draining, with its length and age
+  feed discard     give up on one customer's unpublished changes, on purpose; they are written to a file and recorded
 
 run "starter <command> -h" for a command's flags`
 
@@ -124,6 +128,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return apikeyCommand(ctx, fs, g, args, out)
 	case "deadletters":
 		return deadLettersCommand(ctx, fs, g, args, out)
+	case "feed":
+		return feedCommand(ctx, fs, g, args, out)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil

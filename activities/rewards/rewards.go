@@ -58,6 +58,21 @@ type Rewards struct {
 	// whose PublishChanges then fails (and is retried, on whichever worker
 	// polls next) rather than drop an entity's pending changes.
 	Changes ChangePublisher
+	// OnPublish, when set, is told of every PublishChanges attempt, for
+	// the worker's change feed metrics (changefeed.Metrics).
+	OnPublish func(PublishAttempt)
+}
+
+// PublishAttempt is one attempt of PublishChanges as the worker saw it.
+type PublishAttempt struct {
+	Batch rewardswf.ChangeBatch
+	// Local: run as a local activity, inside the entity's workflow task;
+	// otherwise the activity the entity fell back to.
+	Local bool
+	// Started and Done bound the attempt; Done is when the stream had
+	// acknowledged every change, when Err is nil.
+	Started, Done time.Time
+	Err           error
 }
 
 // errFeedOff is the retryable failure of PublishChanges on a worker whose
@@ -109,14 +124,21 @@ func (a *Rewards) RecordUnenrollment(ctx context.Context, in rewardswf.Unenrollm
 // earlier publication, even one whose worker died before its workflow task
 // recorded it) and every retried attempt first skip what the stream holds,
 // so that a change sent again after the duplicate window is stored once.
-func (a *Rewards) PublishChanges(ctx context.Context, in rewardswf.ChangeBatch) error {
+func (a *Rewards) PublishChanges(ctx context.Context, in rewardswf.ChangeBatch) (err error) {
+	info := activity.GetInfo(ctx)
+	if a.OnPublish != nil {
+		started := time.Now()
+		defer func() {
+			a.OnPublish(PublishAttempt{Batch: in, Local: info.IsLocalActivity, Started: started, Done: time.Now(), Err: err})
+		}()
+	}
 	if a.Changes == nil {
 		return errFeedOff
 	}
 	if len(in.Changes) == 0 {
 		return nil
 	}
-	again := in.Again || activity.GetInfo(ctx).Attempt > 1
+	again := in.Again || info.Attempt > 1
 	if err := a.Changes.Publish(ctx, in.Changes, again); err != nil {
 		return fmt.Errorf("publishing changes %d to %d of %s: %w", in.Changes[0].Seq, in.Changes[len(in.Changes)-1].Seq, in.Changes[0].WorkflowID, err)
 	}
@@ -134,8 +156,9 @@ func (a *Rewards) RewardsSearchAttributes(ctx context.Context) (rewardswf.Search
 		return rewardswf.SearchAttributeSupport{}, fmt.Errorf("listing search attributes: %w", err)
 	}
 	return rewardswf.SearchAttributeSupport{
-		Tier:   attrs[rewardswf.SearchAttributeTier] == enums.INDEXED_VALUE_TYPE_KEYWORD,
-		Points: attrs[rewardswf.SearchAttributePoints] == enums.INDEXED_VALUE_TYPE_INT,
+		Tier:        attrs[rewardswf.SearchAttributeTier] == enums.INDEXED_VALUE_TYPE_KEYWORD,
+		Points:      attrs[rewardswf.SearchAttributePoints] == enums.INDEXED_VALUE_TYPE_INT,
+		OutboxSince: attrs[rewardswf.SearchAttributeOutboxSince] == enums.INDEXED_VALUE_TYPE_DATETIME,
 	}, nil
 }
 

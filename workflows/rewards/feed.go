@@ -121,6 +121,10 @@ type ChangeBatch struct {
 	// leaves the worker that takes the task over to publish the same
 	// changes again as a first attempt (issue 27).
 	Again bool `json:"again,omitempty"`
+	// OutboxLen is how many changes the entity's outbox held when the
+	// publication began (the worker's changefeed_outbox_depth); 0 from
+	// runs before it was sent.
+	OutboxLen int `json:"outbox_len,omitempty"`
 }
 
 // Bounds of the feed.
@@ -258,6 +262,8 @@ func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
 		return err
 	}
 	e.log.Warn("publishing changes locally failed; falling back to the PublishChanges activity", "first_seq", batch.Changes[0].Seq, "error", err)
+	e.markOutboxStuck(ctx)
+	e.publishing.viaActivity = true
 	return workflow.ExecuteActivity(withPublishOptions(ctx), ActivityPublishChanges, batch).Get(ctx, nil)
 }
 
@@ -270,12 +276,35 @@ func (e *entity) publish(ctx workflow.Context, batch ChangeBatch) error {
 // the stream, so the stream holds them in sequence order whoever sends.
 func (e *entity) publishChanges(ctx workflow.Context) {
 	for {
+		e.unmarkOutboxStuck(ctx)
 		if err := workflow.Await(ctx, func() bool { return len(e.st.Outbox) > 0 }); err != nil {
 			return
 		}
 		n := min(len(e.st.Outbox), MaxChangesPerPublish)
-		batch := ChangeBatch{Changes: slices.Clone(e.st.Outbox[:n])}
-		err := e.publish(ctx, batch)
+		batch := ChangeBatch{Changes: slices.Clone(e.st.Outbox[:n]), OutboxLen: len(e.st.Outbox)}
+		last := batch.Changes[n-1].Seq
+		pctx, cancel := workflow.WithCancel(ctx)
+		e.publishing = publication{cancel: cancel, lastSeq: last}
+		err := e.publish(pctx, batch)
+		cancel()
+		p := e.publishing
+		e.publishing = publication{}
+		if ctx.Err() != nil {
+			return
+		}
+		if p.abandoned {
+			// discard-outbox gave up on this batch. An activity attempt
+			// may still be running; it sends nothing the stream holds a
+			// later change of, and once its attempt timeout has passed none
+			// can, so the next publication keeps the order.
+			if p.viaActivity {
+				if err := workflow.Sleep(ctx, publishAttempt); err != nil {
+					return
+				}
+			}
+			e.unmarkOutboxStuck(ctx)
+			continue
+		}
 		var canceled *temporal.CanceledError
 		if errors.As(err, &canceled) {
 			return
@@ -288,6 +317,18 @@ func (e *entity) publishChanges(ctx workflow.Context) {
 			}
 			continue
 		}
-		e.st.Outbox = slices.Delete(e.st.Outbox, 0, n)
+		e.st.Outbox = dropThrough(e.st.Outbox, last)
+		e.unmarkOutboxStuck(ctx)
 	}
+}
+
+// dropThrough removes the changes up to and including seq from the head of
+// outbox: those of a publication that succeeded (a discard meanwhile may
+// have removed some of them already).
+func dropThrough(outbox []Change, seq int64) []Change {
+	n := 0
+	for n < len(outbox) && outbox[n].Seq <= seq {
+		n++
+	}
+	return slices.Delete(outbox, 0, n)
 }

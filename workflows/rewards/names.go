@@ -36,6 +36,12 @@ const (
 	// so that it sees a new current Worker Deployment Version and continues as
 	// new onto it (the deploy sweep sends it).
 	SignalNudge = "nudge"
+	// UpdateDiscardOutbox (release 8) takes a DiscardOutbox: an operator
+	// gives up on publishing the change feed changes at the head of the
+	// entity's outbox (a feed turned off for good, a change the stream
+	// refuses). It returns a DiscardResult holding every change discarded,
+	// and the entity keeps a FeedDiscard record of it.
+	UpdateDiscardOutbox = "discard-outbox"
 
 	// ActivityEnroll records that a customer is enrolled and reports whether
 	// the customer is (one who has unenrolled stays out unless re-enrolled).
@@ -58,6 +64,12 @@ const (
 	SearchAttributeTier = "RewardsTier"
 	// SearchAttributePoints is an Int attribute holding the current points.
 	SearchAttributePoints = "RewardsPoints"
+	// SearchAttributeOutboxSince is a Datetime attribute (release 8): the
+	// time of the oldest change in the outbox, set while the entity's feed
+	// publication has fallen back to the PublishChanges activity (its
+	// outbox is not draining) and unset once the outbox is empty, so that
+	// `starter feed stuck` finds such entities with one visibility query.
+	SearchAttributeOutboxSince = "RewardsOutboxSince"
 )
 
 // Application error types the rewards entity returns to callers.
@@ -79,6 +91,9 @@ const (
 	// ErrUnenrolling: an enroll update reached an entity that is ending its
 	// unenrollment; retrying once it has ended re-enrolls the customer.
 	ErrUnenrolling = "Unenrolling"
+	// ErrInvalidDiscard: a discard-outbox update without a reason, or with
+	// nothing in the outbox to discard; its validator refuses it.
+	ErrInvalidDiscard = "InvalidOutboxDiscard"
 )
 
 // RewardsWorkflowID returns the workflow ID of a default-tenant customer's

@@ -9,7 +9,7 @@ import (
 // Each release is a set of behavioural changes a run takes as a whole, chosen
 // once when the run starts, so a run behaves one way from its start to its end
 // and an entity moves to a new release at a ContinueAsNew.
-const RewardsRelease = 7
+const RewardsRelease = 8
 
 // Change IDs for workflow.GetVersion.
 const (
@@ -107,6 +107,11 @@ const (
 // (InvalidRewardsInput) instead of its workflow task: no release can serve
 // it, and there is no state to keep (rewards_serve.go). Nothing in the
 // carried state changes, so releases 6 and 7 read each other's inputs.
+
+// Release 8 makes the change feed's outbox visible and discardable
+// (outbox.go): the RewardsOutboxSince search attribute while a publication
+// has fallen back to the activity, and the discard-outbox update. A carried
+// state holding a discard record does not decode under release 7.
 
 // rewardsRelease reads the release a run runs. A history written before the
 // ladder has no changeRelease marker: replaying it, GetVersion answers

@@ -35,6 +35,9 @@ type RewardsState struct {
 	// Outbox holds the feed's changes not yet acknowledged by the stream,
 	// in sequence order.
 	Outbox []Change `json:"outbox,omitempty"`
+	// FeedDiscards records the operator's discards of outbox changes
+	// (release 8), at most MaxFeedDiscards, oldest first.
+	FeedDiscards []FeedDiscard `json:"feed_discards,omitempty"`
 }
 
 // RewardsWorkflow is one customer's rewards entity. It lives until the customer
@@ -140,6 +143,14 @@ type entity struct {
 	attrsAt    time.Time // when they were last written
 	attrsTask  taskMark  // the workflow task that last wrote them
 	attrsTimer bool      // a timer will wake the run to write lagging points
+
+	// publishing is the PublishChanges call in flight (release 8 may
+	// abandon it: discard-outbox).
+	publishing publication
+	// outboxMarked: RewardsOutboxSince is set on the entity (release 8).
+	outboxMarked bool
+	// outboxAttrKnown: attrs.OutboxSince holds the namespace's answer.
+	outboxAttrKnown bool
 }
 
 func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int) *entity {
@@ -179,6 +190,7 @@ func newEntity(ctx workflow.Context, in RewardsInput, tenant string, release int
 		MaxKeys: e.limits.DedupMaxKeys,
 	})
 	e.inheritSearchAttributes(ctx)
+	e.inheritOutboxMark(ctx)
 	return e
 }
 
@@ -217,6 +229,13 @@ func (e *entity) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: e.validateEnroll})
 	if err != nil {
 		return fmt.Errorf("registering %s: %w", UpdateEnroll, err)
+	}
+	if e.release >= outboxRelease {
+		err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateDiscardOutbox, e.discardOutbox,
+			workflow.UpdateHandlerOptions{Validator: e.validateDiscard})
+		if err != nil {
+			return fmt.Errorf("registering %s: %w", UpdateDiscardOutbox, err)
+		}
 	}
 	return nil
 }

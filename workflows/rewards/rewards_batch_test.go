@@ -184,7 +184,7 @@ func TestBatchAnswersEachEventAsAlone(t *testing.T) {
 	}
 	batchedStatus.LastActivityAt, aloneStatus.LastActivityAt = time.Time{}, time.Time{}
 	batchedStatus.InactivityDeadline, aloneStatus.InactivityDeadline = time.Time{}, time.Time{}
-	if batchedStatus != aloneStatus {
+	if !reflect.DeepEqual(batchedStatus, aloneStatus) {
 		t.Errorf("status after the batch %+v, after the same events alone %+v", batchedStatus, aloneStatus)
 	}
 }

@@ -213,6 +213,7 @@ func (e *entity) readSearchAttributeSupport(ctx workflow.Context) {
 		support = SearchAttributeSupport{}
 	}
 	e.attrs, e.attrsSeen = support, true
+	e.outboxAttrKnown = true
 }
 
 // notifyTierChanges reports tier changes one at a time, the latest tier only, so
@@ -471,5 +472,9 @@ func (e *entity) status() Status {
 		DedupEvicted:       e.st.Dedup.Evicted(),
 		InactivityDeadline: e.st.InactivityDeadline,
 		Release:            e.release,
+		FeedSeq:            e.st.FeedSeq,
+		OutboxLen:          len(e.st.Outbox),
+		OutboxOldestAt:     e.outboxOldestAt(),
+		FeedDiscards:       e.st.FeedDiscards,
 	}
 }

@@ -256,6 +256,51 @@ type Status struct {
 	// Release is the release of RewardsWorkflow the current run runs
 	// (RewardsRelease for runs started by this code).
 	Release int `json:"release"`
+	// FeedSeq is the last sequence number given to a change of the feed
+	// (0 while the entity made none).
+	FeedSeq int64 `json:"feed_seq"`
+	// OutboxLen counts the changes not yet acknowledged by the stream.
+	OutboxLen int `json:"outbox_len"`
+	// OutboxOldestAt is when the oldest change in the outbox happened; left
+	// out while the outbox is empty. Far in the past: the outbox is stuck.
+	OutboxOldestAt time.Time `json:"outbox_oldest_at,omitzero"`
+	// FeedDiscards are the most recent discards of outbox changes by an
+	// operator (discard-outbox), oldest first, at most MaxFeedDiscards.
+	FeedDiscards []FeedDiscard `json:"feed_discards,omitempty"`
+}
+
+// DiscardOutbox is the input of the discard-outbox update.
+type DiscardOutbox struct {
+	// Reason says why the changes are given up; required, kept in the
+	// entity's FeedDiscard record.
+	Reason string `json:"reason"`
+	// ThroughSeq discards the changes of the outbox up to and including
+	// this sequence number; 0 discards every change in it.
+	ThroughSeq int64 `json:"through_seq,omitempty"`
+}
+
+// MaxDiscardReason bounds DiscardOutbox.Reason, in bytes.
+const MaxDiscardReason = 500
+
+// FeedDiscard records one discard of outbox changes: they were never
+// acknowledged by the stream, so the feed's sequence skips from FirstSeq-1
+// to LastSeq+1 for its consumers.
+type FeedDiscard struct {
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason"`
+	FirstSeq int64     `json:"first_seq"`
+	LastSeq  int64     `json:"last_seq"`
+	Count    int       `json:"count"`
+}
+
+// MaxFeedDiscards bounds the FeedDiscard records an entity carries.
+const MaxFeedDiscards = 20
+
+// DiscardResult is the answer of discard-outbox: the record kept, and every
+// change discarded, for the operator to keep or to publish by other means.
+type DiscardResult struct {
+	Record    FeedDiscard `json:"record"`
+	Discarded []Change    `json:"discarded"`
 }
 
 // Enrollment is the input of the Enroll activity.
@@ -320,4 +365,6 @@ type Unenrollment struct {
 type SearchAttributeSupport struct {
 	Tier   bool `json:"tier"`
 	Points bool `json:"points"`
+	// OutboxSince is the Datetime attribute RewardsOutboxSince (release 8).
+	OutboxSince bool `json:"outbox_since,omitempty"`
 }

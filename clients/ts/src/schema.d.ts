@@ -373,11 +373,22 @@ export interface components {
             dedup_keys: number;
             enrolled: boolean;
             event_count: number;
+            /** @description The most recent discards of outbox changes by an operator (discard-outbox, release 8), oldest first, at most 20. */
+            feed_discards?: components["schemas"]["FeedDiscard"][];
+            /** @description The last sequence number given to a change of the entity's change feed; 0 while it made none. */
+            feed_seq: number;
             /** Format: date-time */
             inactivity_deadline?: string;
             /** Format: date-time */
             last_activity_at?: string;
             lifetime_points: number;
+            /** @description Changes of the feed not yet acknowledged by the stream (at most 1,000). */
+            outbox_len: number;
+            /**
+             * Format: date-time
+             * @description When the oldest change in the outbox happened; left out while the outbox is empty.
+             */
+            outbox_oldest_at?: string;
             points: number;
             release: number;
             /** @description 1 for the first run, +1 at every ContinueAsNew. */
@@ -448,6 +459,15 @@ export interface components {
          * @example t-1
          */
         EventEnvelopeTenantId: string;
+        /** @description A discard of change feed changes that were never acknowledged by the stream: the feed's sequence skips first_seq to last_seq. */
+        FeedDiscard: {
+            /** Format: date-time */
+            at: string;
+            reason: string;
+            first_seq: number;
+            last_seq: number;
+            count: number;
+        };
         Health: {
             checks: {
                 [key: string]: "ok";

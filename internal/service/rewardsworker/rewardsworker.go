@@ -25,6 +25,9 @@ func New(c client.Client, namespace string, recorder rewardsact.RewardsRecorder,
 type Feed struct {
 	Mode      rewards.FeedMode
 	Publisher rewardsact.ChangePublisher
+	// OnPublish, when set, is told of every PublishChanges attempt (the
+	// worker's change feed metrics).
+	OnPublish func(rewardsact.PublishAttempt)
 }
 
 // NewWithFeed is New on a worker whose entities publish the change feed.
@@ -39,6 +42,7 @@ func NewWithFeed(c client.Client, namespace string, recorder rewardsact.RewardsR
 		Recorder:         recorder,
 		SearchAttributes: rewardsact.ClientSearchAttributes(c, namespace),
 		Changes:          feed.Publisher,
+		OnPublish:        feed.OnPublish,
 	}
 	acts.Register(w)
 	return w

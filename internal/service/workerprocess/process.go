@@ -57,6 +57,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeFeed()
+	if reg != nil {
+		feed.OnPublish = changefeed.NewMetrics(reg).Observe
+	}
 	stopWorkers, err := startWorkers(ctx, cfg, c, st, opts.Namespace, feed, logger)
 	if err != nil {
 		return err

@@ -449,8 +449,9 @@ func (s *Server) registerNamespace(ctx context.Context, c client.Client, name st
 		return err
 	}
 	want := map[string]enums.IndexedValueType{
-		rewards.SearchAttributeTier:   enums.INDEXED_VALUE_TYPE_KEYWORD,
-		rewards.SearchAttributePoints: enums.INDEXED_VALUE_TYPE_INT,
+		rewards.SearchAttributeTier:        enums.INDEXED_VALUE_TYPE_KEYWORD,
+		rewards.SearchAttributePoints:      enums.INDEXED_VALUE_TYPE_INT,
+		rewards.SearchAttributeOutboxSince: enums.INDEXED_VALUE_TYPE_DATETIME,
 	}
 	return s.poll(ctx, "the search attributes of "+name+" to be served", func(ctx context.Context) error {
 		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: name})

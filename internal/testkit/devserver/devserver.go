@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -37,6 +38,7 @@ func SearchAttributes() temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		temporal.NewSearchAttributeKeyKeyword(rewards.SearchAttributeTier).ValueSet(""),
 		temporal.NewSearchAttributeKeyInt64(rewards.SearchAttributePoints).ValueSet(0),
+		temporal.NewSearchAttributeKeyTime(rewards.SearchAttributeOutboxSince).ValueSet(time.Time{}),
 	)
 }
 

@@ -30,7 +30,7 @@ import (
 // after it, so the fixtures of earlier releases stay and go on replaying.
 const (
 	// RewardsRelease is the release of the rewards entity (RewardsWorkflow).
-	RewardsRelease = "v7"
+	RewardsRelease = "v8"
 	// PlatformRelease is the release of the activity platform's workflows.
 	PlatformRelease = "v2"
 )

@@ -39,6 +39,9 @@ var layers = [][]string{
 	{"internal/cmd"},
 	{"internal/tests"},
 	{"worker", "starter"},
+	// deploy/, a module of its own: the dashboards, alert rules and
+	// Kubernetes chart, and their checks against the programs above.
+	{"deploy"},
 }
 
 // domains lists the domains: each has a folder of its own under workflows/
