@@ -544,6 +544,7 @@ func (e *entity) apply(ctx workflow.Context, p pointEventPayload, update, late b
 		e.expireInactivity(now)
 	}
 	v, res, err := e.check(ctx, p, late)
+	countEvent(ctx, v, update)
 	ev := p.event
 	switch v {
 	case replay:

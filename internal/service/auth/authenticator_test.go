@@ -125,13 +125,16 @@ func TestRequire(t *testing.T) {
 	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
 # HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).
 # TYPE auth_failures_total counter
+auth_failures_total{reason="expired_jwt"} 0
 auth_failures_total{reason="insufficient_scope"} 1
+auth_failures_total{reason="invalid_jwt"} 0
 auth_failures_total{reason="invalid_key"} 1
 auth_failures_total{reason="malformed"} 1
 auth_failures_total{reason="missing"} 1
 auth_failures_total{reason="revoked_key"} 1
 auth_failures_total{reason="tenant_mismatch"} 3
 auth_failures_total{reason="unsupported_token"} 2
+auth_failures_total{reason="wrong_token"} 0
 `), "auth_failures_total"))
 }
 
@@ -154,7 +157,20 @@ func TestKeyStoreDownIs503(t *testing.T) {
 		assert.Equal(t, auth.ProblemUnavailable, problemOf(t, rec).Type)
 		assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	}
-	assert.Zero(t, testutil.CollectAndCount(metrics, "auth_failures_total"), "no failed attempt counted")
+	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
+# HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).
+# TYPE auth_failures_total counter
+auth_failures_total{reason="expired_jwt"} 0
+auth_failures_total{reason="insufficient_scope"} 0
+auth_failures_total{reason="invalid_jwt"} 0
+auth_failures_total{reason="invalid_key"} 0
+auth_failures_total{reason="malformed"} 0
+auth_failures_total{reason="missing"} 0
+auth_failures_total{reason="revoked_key"} 0
+auth_failures_total{reason="tenant_mismatch"} 0
+auth_failures_total{reason="unsupported_token"} 0
+auth_failures_total{reason="wrong_token"} 0
+`), "auth_failures_total"), "no failed attempt counted")
 }
 
 func TestParseScopes(t *testing.T) {
@@ -202,6 +218,7 @@ func TestTenantLimiterIsPerTenant(t *testing.T) {
 		assert.Equal(t, http.StatusOK, call(h, "Bearer "+cold, "").Code, "cold request %d", i)
 	}
 	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(throttledHelp+`
+auth_throttled_total{limit="failures"} 0
 auth_throttled_total{limit="tenant"} 1
 `), "auth_throttled_total"))
 }
@@ -244,8 +261,15 @@ func TestRequireToken(t *testing.T) {
 	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
 # HELP auth_failures_total API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).
 # TYPE auth_failures_total counter
+auth_failures_total{reason="expired_jwt"} 0
+auth_failures_total{reason="insufficient_scope"} 0
+auth_failures_total{reason="invalid_jwt"} 0
+auth_failures_total{reason="invalid_key"} 0
 auth_failures_total{reason="malformed"} 1
 auth_failures_total{reason="missing"} 1
+auth_failures_total{reason="revoked_key"} 0
+auth_failures_total{reason="tenant_mismatch"} 0
+auth_failures_total{reason="unsupported_token"} 0
 auth_failures_total{reason="wrong_token"} 2
 `), "auth_failures_total"))
 }

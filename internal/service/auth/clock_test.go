@@ -149,6 +149,7 @@ func TestFailedAttemptsAreRateLimitedPerAddress(t *testing.T) {
 # HELP auth_throttled_total API requests refused 429 by a limit: failures (a client address over its failed attempts) or tenant (a tenant over its command rate).
 # TYPE auth_throttled_total counter
 auth_throttled_total{limit="failures"} 2
+auth_throttled_total{limit="tenant"} 0
 `), "auth_throttled_total"))
 }
 

@@ -22,6 +22,15 @@ const (
 	limitTenant   = "tenant"   // a tenant's command rate
 )
 
+// failureReasons and throttleLimits are every value of the reason and limit
+// labels, whose series NewMetrics creates at 0 so that they are scraped
+// before the first refusal and a rule on their increase sees it.
+var (
+	failureReasons = []string{reasonMissing, reasonMalformed, reasonInvalidKey, reasonRevokedKey, reasonInvalidJWT,
+		reasonExpiredJWT, reasonUnsupported, reasonWrongToken, reasonScope, reasonTenant}
+	throttleLimits = []string{limitFailures, limitTenant}
+)
+
 // Metrics count the refusals of Authenticator and TenantLimiter as
 // Prometheus counters; the caller registers them (Metrics is a
 // prometheus.Collector). A nil *Metrics records nothing.
@@ -38,9 +47,10 @@ type Metrics struct {
 	throttles *prometheus.CounterVec
 }
 
-// NewMetrics creates the counters, to be registered by the caller.
+// NewMetrics creates the counters, to be registered by the caller, with a
+// series at 0 for every reason and limit.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "auth_failures_total",
 			Help: "API requests refused for their credentials: 401 (missing, malformed, invalid_key, revoked_key, invalid_jwt, expired_jwt, unsupported_token, wrong_token) or 403 (insufficient_scope, tenant_mismatch).",
@@ -50,6 +60,13 @@ func NewMetrics() *Metrics {
 			Help: "API requests refused 429 by a limit: failures (a client address over its failed attempts) or tenant (a tenant over its command rate).",
 		}, []string{"limit"}),
 	}
+	for _, reason := range failureReasons {
+		m.failures.WithLabelValues(reason)
+	}
+	for _, limit := range throttleLimits {
+		m.throttles.WithLabelValues(limit)
+	}
+	return m
 }
 
 // Describe implements prometheus.Collector.

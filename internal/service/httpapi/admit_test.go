@@ -112,6 +112,7 @@ entity_admission_in_flight 0
 # HELP entity_admission_total Entity commands by admission outcome: admitted (at once), queued (admitted after waiting), rejected (429), canceled (caller gone while queued).
 # TYPE entity_admission_total counter
 entity_admission_total{outcome="admitted"} 4
+entity_admission_total{outcome="canceled"} 0
 entity_admission_total{outcome="queued"} 3
 entity_admission_total{outcome="rejected"} 1
 `), "entity_admission_total", "entity_admission_in_flight"))

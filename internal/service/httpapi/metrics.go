@@ -25,8 +25,14 @@ type Metrics struct {
 	pointsTime  prometheus.Histogram
 }
 
+// admissionOutcomes are the values of entity_admission_total's outcome
+// label (admit.go, handlers_rewards.go), whose series NewMetrics creates at
+// 0 so that a scrape shows them before the first command and increase()
+// over a window sees the first 429.
+var admissionOutcomes = []string{"admitted", "queued", "rejected", "canceled"}
+
 // NewMetrics creates the metrics and registers them with reg (none when reg
-// is nil). A metric reg already holds, from an earlier NewMetrics on the same
+// is nil), entity_admission_total with a series at 0 per outcome. A metric reg already holds, from an earlier NewMetrics on the same
 // registry, is shared rather than a registration panic. Per route pattern:
 // http_requests_total{route,code} and the histogram
 // http_request_duration_seconds{route}. Per-entity admission of the
@@ -40,7 +46,7 @@ type Metrics struct {
 // answer), which tell a hot customer's batching and its entity's pace from
 // the time its commands waited for a slot.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		requests: metricsRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_total",
 			Help: "HTTP requests by route pattern and status code.",
@@ -69,6 +75,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.DefBuckets,
 		})),
 	}
+	for _, outcome := range admissionOutcomes {
+		m.admission.WithLabelValues(outcome)
+	}
+	return m
 }
 
 // metricsRegister registers c with reg, or returns the equal collector reg

@@ -71,3 +71,43 @@ func TestNilMetricsAreNoOps(t *testing.T) {
 	m.Instrument("POST /v1/events", inner).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/events", nil))
 	assert.Equal(t, http.StatusAccepted, rec.Code)
 }
+
+// TestSeriesExistBeforeAnyRequest: the admission outcomes have their series
+// at 0 from registration, and a route its latency histogram from the moment
+// it is instrumented, so a scrape shows them before the first command and
+// increase() over a window sees the first 429 entity-busy.
+func TestSeriesExistBeforeAnyRequest(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := httpapi.NewMetrics(reg)
+	const route = "POST /v1/customers/{id}/points"
+	m.Instrument(route, http.NotFoundHandler())
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	tests := []struct {
+		metric, label string
+		values        []string
+	}{
+		{"entity_admission_total", "outcome", []string{"admitted", "queued", "rejected", "canceled"}},
+		{"http_request_duration_seconds", "route", []string{route}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.metric, func(t *testing.T) {
+			got := map[string]float64{}
+			for _, f := range families {
+				if f.GetName() != tc.metric {
+					continue
+				}
+				for _, s := range f.GetMetric() {
+					require.Len(t, s.GetLabel(), 1)
+					assert.Equal(t, tc.label, s.GetLabel()[0].GetName())
+					got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue() + float64(s.GetHistogram().GetSampleCount())
+				}
+			}
+			want := map[string]float64{}
+			for _, v := range tc.values {
+				want[v] = 0
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}

@@ -9,10 +9,16 @@ const (
 	phaseRelease  = "release"
 )
 
+// storePhases are the values of idempotency_store_errors_total's phase label.
+var storePhases = []string{phaseClaim, phaseComplete, phaseRelease}
+
 // Metrics count what the Middleware decided for each operation, as
 // Prometheus counters. The caller registers them (Metrics is a
 // prometheus.Collector). A nil *Metrics records nothing, so tests and tools
-// may leave it out. The counters, each labelled by operation:
+// may leave it out. Each operation's series exist at 0 from the moment a
+// handler is wrapped under it (Middleware.Wrap), so a scrape shows them
+// before its first request and increase() over a window sees that request.
+// The counters, each labelled by operation:
 //
 //   - idempotency_claims_total: keys claimed, the command then ran;
 //   - idempotency_replays_total: finished responses replayed;
@@ -72,6 +78,21 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
+	}
+}
+
+// addOperation creates op's series of every counter at 0 (every phase of
+// the store errors). It is a no-op on a nil *Metrics.
+func (m *Metrics) addOperation(op string) {
+	if m == nil {
+		return
+	}
+	for _, c := range []*prometheus.CounterVec{m.claims, m.replays, m.conflicts, m.mismatches, m.releases,
+		m.releaseFailures, m.completions, m.completionFailures} {
+		c.WithLabelValues(op)
+	}
+	for _, phase := range storePhases {
+		m.storeErrors.WithLabelValues(op, phase)
 	}
 }
 

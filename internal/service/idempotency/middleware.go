@@ -186,6 +186,7 @@ func (m *Middleware) WrapOptionalKey(operation string, key KeyFunc, h http.Handl
 	if m == nil || m.Store == nil {
 		panic("idempotency: Middleware.Wrap(" + strconv.Quote(operation) + ") without a Store")
 	}
+	m.Metrics.addOperation(operation)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.serve(operation, key, h, w, r)
 	})

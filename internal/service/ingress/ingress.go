@@ -115,6 +115,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	sources := make([]*source, len(bindings))
 	for i, s := range bindings {
 		sources[i] = s.src
+		in.Metrics.addSource(s.src.name)
 		if s.src.name == SourcePoints {
 			pointsSrc = s
 		} else {

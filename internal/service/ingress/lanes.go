@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -266,6 +267,8 @@ func (r *points) balance(ctx context.Context) {
 		if info, err := l.info(ctx); err == nil {
 			pending += float64(info.NumPending)
 			ackPending += float64(info.NumAckPending)
+			r.in.Metrics.partitionPending.WithLabelValues(strconv.Itoa(l.index)).Set(float64(info.NumPending))
+			r.in.Metrics.partitionAckPending.WithLabelValues(strconv.Itoa(l.index)).Set(float64(info.NumAckPending))
 			pins = append(pins, pinnedID(info))
 			orphan = l.orphaned(pinnedID(info) == "" && info.NumPending+uint64(info.NumAckPending) > 0)
 		}

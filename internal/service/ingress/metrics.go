@@ -19,8 +19,29 @@ const (
 	OutcomeDeadLettered = "dead_lettered"
 )
 
-// Metrics are the ingress's Prometheus metrics. Every series has a source
-// label: "points" or "events".
+// sourceLabels are, per source, the label values its series take: the
+// outcomes a message of it is acked with, the reasons it is dead-lettered
+// or nacked for. addSource creates their series at 0, so that a scrape
+// shows them before the first message and increase() over a window sees the
+// first dead letter of a reason.
+var sourceLabels = map[string]struct{ outcomes, deadLetters, naks []string }{
+	SourcePoints: {
+		outcomes: []string{OutcomeApplied, OutcomeDuplicate, OutcomeDeadLettered},
+		deadLetters: []string{ReasonInvalidSubject, ReasonInvalidPayload, ReasonUnknownTenant, ReasonInvalidEvent,
+			ReasonKeyReused, ReasonNotEnrolled, ReasonRejected, ReasonRetriesExhausted},
+		naks: []string{"transient", "unexplained", "deferred", ReasonTenantLimited, "shutdown", "handover"},
+	},
+	SourceEvents: {
+		outcomes: []string{OutcomeApplied, OutcomeDuplicate, OutcomeNoRuns, OutcomeDeadLettered},
+		deadLetters: []string{ReasonInvalidSubject, ReasonInvalidPayload, ReasonUnknownTenant, ReasonTenantMismatch,
+			ReasonRejected, ReasonRetriesExhausted},
+		naks: []string{"transient", "unexplained", "deferred", ReasonTenantLimited, "shutdown"},
+	},
+}
+
+// Metrics are the ingress's Prometheus metrics. Those of messages have a
+// source label: "points" or "events"; the series of a source the ingress
+// consumes exist at 0 from the moment it starts (addSource).
 type Metrics struct {
 	// consumed counts deliveries received (redeliveries included).
 	consumed *prometheus.CounterVec
@@ -43,6 +64,10 @@ type Metrics struct {
 	held prometheus.Gauge
 	// partitions is the points partitions the process holds.
 	partitions prometheus.Gauge
+	// partitionPending and partitionAckPending are each points
+	// partition's consumer lag and unacked messages, as every process reads
+	// them (the same value from each).
+	partitionPending, partitionAckPending *prometheus.GaugeVec
 	// partitionChanges counts the partitions the process gained, released
 	// (gave up: balance, shutdown) and lost (expired or taken).
 	partitionChanges *prometheus.CounterVec
@@ -79,13 +104,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ingest_partitions_held", Help: "Partitions of the points stream this process holds (their consumers pinned to it).",
 		}),
+		partitionPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ingest_partition_pending_messages", Help: "Per partition of the points stream: messages not yet delivered (its consumer's lag), as this process last read it.",
+		}, []string{"partition"}),
+		partitionAckPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ingest_partition_ack_pending_messages", Help: "Per partition of the points stream: messages delivered and not yet acked, as this process last read it.",
+		}, []string{"partition"}),
 		partitionChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ingest_partition_changes_total", Help: "Partitions this process gained, released (balance, shutdown) or lost (pin expired or taken).",
 		}, []string{"change"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.consumed, m.handled, m.deadLettered, m.retried, m.pending, m.ackPending, m.lag, m.held,
-			m.partitions, m.partitionChanges)
+			m.partitions, m.partitionPending, m.partitionAckPending, m.partitionChanges)
 	}
 	return m
+}
+
+// addSource creates the series of source name at 0: its deliveries, every
+// outcome, dead-letter and nak reason it can take (sourceLabels), its lag
+// histogram, and for the points source, whose partitions a process holds,
+// every partition change. The consumer gauges are left to the first poll
+// of the consumer: a 0 before it would claim a lag nobody has read.
+func (m *Metrics) addSource(name string) {
+	labels := sourceLabels[name]
+	m.consumed.WithLabelValues(name)
+	for _, outcome := range labels.outcomes {
+		m.handled.WithLabelValues(name, outcome)
+	}
+	for _, reason := range labels.deadLetters {
+		m.deadLettered.WithLabelValues(name, reason)
+	}
+	for _, reason := range labels.naks {
+		m.retried.WithLabelValues(name, reason)
+	}
+	m.lag.WithLabelValues(name)
+	if name == SourcePoints {
+		for _, change := range []string{"gained", "released", "lost"} { // lanes.go's gain and lose
+			m.partitionChanges.WithLabelValues(change)
+		}
+	}
 }
