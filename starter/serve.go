@@ -9,7 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
+	"github.com/entityflow/entityflow/internal/infra/temporalclient"
 	"github.com/entityflow/entityflow/internal/infra/tracing"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/apiserver"
@@ -24,8 +26,10 @@ type serveConfig struct {
 }
 
 // parseServe reads serve's flags in args into fs, over their environment
-// variables, and checks them: bad input fails before anything connects.
+// variables, and checks them: bad input fails before anything connects. Its
+// help ends with the variables serve reads that no flag stands for.
 func parseServe(fs *flag.FlagSet, args []string) (serveConfig, error) {
+	flagenv.Describe(fs, temporalclient.Environment, tracing.Environment(apiServiceName))
 	var c serveConfig
 	s := &c.server
 	fs.StringVar(&s.HTTPAddr, "http-addr", "127.0.0.1:8080", "listen `address`")
@@ -76,13 +80,16 @@ func serveCommand(ctx context.Context, fs *flag.FlagSet, g globals, args []strin
 		return fmt.Errorf("%s: %w", serveFlag("log-level"), err)
 	}
 	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	shutdownTracing, err := tracing.Setup(ctx, "entityflow-api")
+	shutdownTracing, err := tracing.Setup(ctx, apiServiceName)
 	if err != nil {
 		return err
 	}
 	defer flushSpans(shutdownTracing, logger)
 	return apiserver.Run(ctx, cfg.server, logger, out)
 }
+
+// apiServiceName names the API's spans unless OTEL_SERVICE_NAME does.
+const apiServiceName = "entityflow-api"
 
 // flushSpans exports the spans still queued, waiting at most 5 s for the
 // OTLP receiver, once the API has stopped serving.

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/internal/testkit/tlstest"
 )
 
@@ -40,5 +43,41 @@ func TestServeSecurityFlagErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// serve's help ends with the variables it reads that no flag stands for:
+// the Temporal SDK's, the payload keys, OpenTelemetry's.
+func TestServeHelpListsTheVariablesWithoutAFlag(t *testing.T) {
+	_, stderr, err := runStarter(t, "serve", "-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	flags, section, found := strings.Cut(stderr, "\n"+flagenv.UnflaggedHeading+"\n")
+	if !found {
+		t.Fatalf("serve -h has no %q:\n%s", flagenv.UnflaggedHeading, stderr)
+	}
+	if !strings.Contains(flags, "(env HTTP_ADDR)") {
+		t.Errorf("the flags before the section:\n%s", flags)
+	}
+	unflagged := map[string]bool{}
+	for line := range strings.Lines(section) {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		unflagged[name] = true
+	}
+	for _, env := range []string{"TEMPORAL_API_KEY", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_PAYLOAD_KEYS_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"} {
+		if !unflagged[env] {
+			t.Errorf("the variables without a flag leave out %s:\n%s", env, section)
+		}
+	}
+	for _, vars := range []flagenv.Vars{environment[""], environment["serve"]} {
+		for _, env := range vars {
+			if unflagged[env] {
+				t.Errorf("%s has a flag and is listed among the variables without one", env)
+			}
+		}
+	}
+	if !strings.Contains(section, "(default entityflow-api)") {
+		t.Errorf("OTEL_SERVICE_NAME does not say the API's service name:\n%s", section)
 	}
 }

@@ -2,7 +2,10 @@
 // task queue "rewards" and the activity platform on "activities". Both record
 // what happens in the database named by DATABASE_URL (default: the SQLite file
 // ./data/entity.db), whose migrations it applies at start, and serves the
-// SDK's metrics for Prometheus on METRICS_ADDR. It stops polling on SIGINT or
+// SDK's metrics for Prometheus on METRICS_ADDR, beside its health probes:
+// GET /healthz (503 "starting" until its workers run, then naming Temporal,
+// the database or the ingress's or change feed's NATS connection while one
+// does not answer) and GET /livez (200, nothing checked). It stops polling on SIGINT or
 // SIGTERM and lets in-flight tasks finish before it exits.
 //
 // Deployments. With -deployment-name (env WORKER_DEPLOYMENT_NAME) and
@@ -102,13 +105,16 @@ func run() error {
 	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	shutdownTracing, err := tracing.Setup(ctx, "entityflow-worker")
+	shutdownTracing, err := tracing.Setup(ctx, serviceName)
 	if err != nil {
 		return err
 	}
 	defer flushSpans(shutdownTracing, logger)
 	return workerprocess.Run(ctx, cfg.Config, logger)
 }
+
+// serviceName names the worker's spans unless OTEL_SERVICE_NAME does.
+const serviceName = "entityflow-worker"
 
 // flushSpans exports the spans still queued, waiting at most 5 s for the
 // OTLP receiver, once the process has stopped working.
@@ -198,10 +204,12 @@ var environment = flagenv.Vars{
 }
 
 // parseConfig reads the flags in args over the environment (see
-// environment) and checks them; help and flag errors go to output.
+// environment) and checks them; help and flag errors go to output. The
+// help ends with the variables the worker reads that no flag stands for.
 func parseConfig(args []string, output io.Writer) (config, error) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(output)
+	flagenv.Describe(fs, temporalclient.Environment, tracing.Environment(serviceName))
 	values := addFlags(fs)
 	var c config
 	checkIngest := addIngestFlags(fs, &c.Ingest)
@@ -239,7 +247,7 @@ func addFlags(fs *flag.FlagSet) *flagValues {
 	fs.StringVar(&v.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.DurationVar(&v.stopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities get to finish on shutdown")
 	fs.IntVar(&v.cacheSize, "sticky-cache-size", 2000, "workflows kept in memory between workflow tasks, for every task queue of the process; a rewards entity at its full window takes about 1 MB")
-	fs.StringVar(&v.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint, or "+workerprocess.MetricsOff)
+	fs.StringVar(&v.metricsAddr, "metrics-addr", "127.0.0.1:9090", "`address` of the Prometheus /metrics endpoint and the /healthz and /livez probes, or "+workerprocess.MetricsOff)
 	fs.StringVar(&v.version.DeploymentName, "deployment-name", "", "Worker Deployment `name`; with -build-id, run under Worker Deployment Versioning as that deployment's version, without both unversioned")
 	fs.StringVar(&v.version.BuildID, "build-id", "", "build `ID` of this worker's version within -deployment-name; a new build ID for every change of workflow code")
 	fs.IntVar(&v.rewardsRelease, "rewards-release", rewards.RewardsRelease, fmt.Sprintf("newest `release` of RewardsWorkflow that new runs take, 1 to %d: a lower one holds a new release back (the first phase of a rollout without versioning)", rewards.RewardsRelease))

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/internal/infra/flagenv"
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
@@ -120,8 +121,8 @@ func setEnv(t *testing.T, env map[string]string) {
 	}
 }
 
-// The help names every environment variable the worker reads, each beside
-// its flag.
+// The help names every environment variable the worker reads: each beside
+// its flag, then, at its end, those without a flag.
 func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
 	setEnv(t, nil)
 	var out strings.Builder
@@ -140,5 +141,27 @@ func TestParseConfigHelpNamesTheEnvironment(t *testing.T) {
 		if !strings.Contains(out.String(), "(env "+env+")") {
 			t.Errorf("help does not name %s:\n%s", env, out.String())
 		}
+	}
+	_, section, found := strings.Cut(out.String(), "\n"+flagenv.UnflaggedHeading+"\n")
+	if !found {
+		t.Fatalf("help has no %q:\n%s", flagenv.UnflaggedHeading, out.String())
+	}
+	unflagged := map[string]bool{}
+	for line := range strings.Lines(section) {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		unflagged[name] = true
+	}
+	for _, env := range []string{"TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_PAYLOAD_KEYS", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"} {
+		if !unflagged[env] {
+			t.Errorf("the variables without a flag leave out %s:\n%s", env, section)
+		}
+	}
+	for _, env := range environment {
+		if unflagged[env] {
+			t.Errorf("%s has a flag and is listed among the variables without one", env)
+		}
+	}
+	if !strings.Contains(section, "(default entityflow-worker)") {
+		t.Errorf("OTEL_SERVICE_NAME does not say the worker's service name:\n%s", section)
 	}
 }

@@ -10,6 +10,10 @@
 // parsing as on the command line, and ff reads the environment: Parse hands
 // ff a flag set whose flags are named as the variables and write into the
 // program's flags.
+//
+// A program also reads variables that no flag stands for (the Temporal
+// SDK's, OpenTelemetry's): Describe lists them at the end of its -h, so that
+// -h names every variable it reads.
 package flagenv
 
 import (

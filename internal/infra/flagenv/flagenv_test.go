@@ -121,3 +121,27 @@ func TestParseRefusesAVariableWithoutItsFlag(t *testing.T) {
 		t.Fatalf("error %v, want one about -nope", err)
 	}
 }
+
+// -h ends with the variables without a flag, one a line, after the flags.
+func TestDescribe(t *testing.T) {
+	var s settings
+	fs := newFlags(&s)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	flagenv.Describe(fs,
+		[]flagenv.Unflagged{{Name: "PROG_TLS", Meaning: "true: TLS"}},
+		[]flagenv.Unflagged{{Name: "PROG_META_*", Meaning: "a header per variable"}})
+	if err := flagenv.Parse(fs, []string{"-h"}, vars); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v, want flag.ErrHelp", err)
+	}
+	flags, section, found := strings.Cut(out.String(), "\n"+flagenv.UnflaggedHeading+"\n")
+	if !found {
+		t.Fatalf("no %q in:\n%s", flagenv.UnflaggedHeading, out.String())
+	}
+	if !strings.HasPrefix(flags, "Usage of prog:\n") || !strings.Contains(flags, "  -address address\n") || !strings.Contains(flags, "(env PROG_ADDR)") {
+		t.Errorf("the flags:\n%s", flags)
+	}
+	if want := "  PROG_TLS     true: TLS\n  PROG_META_*  a header per variable\n"; section != want {
+		t.Errorf("section %q, want %q", section, want)
+	}
+}

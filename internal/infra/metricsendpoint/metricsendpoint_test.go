@@ -22,20 +22,26 @@ func TestServeAndStop(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := Serve(addr, "METRICS_ADDR", reg, slog.New(slog.DiscardHandler))
+	routes := map[string]http.Handler{"GET /extra": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "extra route") })}
+	stop, err := Serve(addr, "METRICS_ADDR", reg, routes, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct{ path, want string }{
+		{path: "/metrics", want: "endpoint_test_total 1"},
+		{path: "/extra", want: "extra route"},
+	} {
+		resp, err := http.Get("http://" + addr + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), tt.want) {
+			t.Fatalf("%s:\n%s", tt.path, body)
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "endpoint_test_total 1") {
-		t.Fatalf("/metrics:\n%s", body)
-	}
-	if _, err := Serve(addr, "METRICS_ADDR", reg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "set METRICS_ADDR, or off") {
+	if _, err := Serve(addr, "METRICS_ADDR", reg, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "set METRICS_ADDR, or off") {
 		t.Fatalf("second Serve on %s: %v, want an error naming the setting", addr, err)
 	}
 	stop()

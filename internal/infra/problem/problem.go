@@ -22,6 +22,10 @@ const (
 	// TypeMethodNotAllowed is the problem type of a method the path's
 	// routes do not take (405, with Allow).
 	TypeMethodNotAllowed = "https://entityflow.dev/problems/method-not-allowed"
+	// TypeUnavailable is the problem type of an answer refused because a
+	// dependency is down (503): the API's commands and both programs'
+	// GET /healthz.
+	TypeUnavailable = "https://entityflow.dev/problems/dependency-unavailable"
 )
 
 // Details is an RFC 9457 problem details object, the body of every error

@@ -54,7 +54,7 @@ func (c *apiClient) do(method, path, body string) (answer, error) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" && path != "/healthz" && path != "/openapi.json" {
+	if c.token != "" && path != "/healthz" && path != "/livez" && path != "/openapi.json" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if method != http.MethodGet {
@@ -148,7 +148,7 @@ func freeAddress(t *testing.T) string {
 
 // starter serve with its database down at start (a PostgreSQL behind a
 // proxy that refuses connections): it listens at once, serves GET
-// /openapi.json, answers GET /healthz and every other route 503
+// /openapi.json and GET /livez, answers GET /healthz and every other route 503
 // dependency-unavailable with Retry-After, and serves every route once the
 // database is back, without a restart.
 func TestServeWhileTheDatabaseIsDown(t *testing.T) {
@@ -172,6 +172,7 @@ func TestServeWhileTheDatabaseIsDown(t *testing.T) {
 	c.until(http.StatusOK, "GET", "/openapi.json", "")
 	c.check("database down", []expect{
 		{method: "GET", path: "/healthz", status: 503, problem: unavailableProblem, retry: true},
+		{method: "GET", path: "/livez", status: 200},
 		{method: "GET", path: "/v1/customers/deps-1", status: 503, problem: unavailableProblem, retry: true},
 		{method: "POST", path: "/v1/customers/deps-1/points", body: pointsBody, status: 503, problem: unavailableProblem, retry: true},
 		{method: "GET", path: "/v1/activities/" + activityID, status: 503, problem: unavailableProblem, retry: true},
@@ -195,8 +196,8 @@ func TestServeWhileTheDatabaseIsDown(t *testing.T) {
 // starter serve with Temporal down at start (nothing listens at its
 // address): it serves what needs only the database (reading a definition),
 // answers what needs Temporal 503 (or 504 outcome-unknown) and /healthz 503
-// naming temporal, and serves everything once a Temporal server comes up
-// there.
+// naming temporal (/livez 200), and serves everything once a Temporal server
+// comes up there.
 func TestServeWhileTemporalIsDown(t *testing.T) {
 	db := dbtest.SQLite(t)
 	st, err := store.Open(t.Context(), db.URL)
@@ -218,6 +219,7 @@ func TestServeWhileTemporalIsDown(t *testing.T) {
 		{method: "PUT", path: "/v1/activities/" + activityID, body: definitionBody, status: 503, problem: unavailableProblem, retry: true},
 		{method: "GET", path: "/v1/activities/" + activityID, status: 200},
 		{method: "GET", path: "/openapi.json", status: 200},
+		{method: "GET", path: "/livez", status: 200},
 		{method: "GET", path: "/v1/customers/deps-1", status: 503, problem: unavailableProblem, retry: true},
 	})
 	// A command's try that timed out might have reached Temporal, so a

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/entityflow/entityflow/internal/infra/health"
 	"github.com/entityflow/entityflow/internal/infra/payloadcodec"
 	"github.com/entityflow/entityflow/internal/infra/storeconn"
 	"github.com/entityflow/entityflow/internal/infra/temporalclient"
@@ -218,9 +219,16 @@ func buildHandler(ctx context.Context, cfg Config, b backends, addr net.Addr, lo
 	}
 	handler := withCodecEndpoint(api.Handler(), codec)
 	if tracing.Enabled() {
-		handler = tracing.HTTPHandler(handler, "entityflow-api", "/healthz", "/metrics")
+		handler = traced(handler)
 	}
 	return handler, nil
+}
+
+// traced wraps the API's handler in a server span per request, but for the
+// probes and the metrics: polled every few seconds, they would drown the
+// requests' traces.
+func traced(h http.Handler) http.Handler {
+	return tracing.HTTPHandler(h, "entityflow-api", health.ReadyPath, health.LivePath, "/metrics")
 }
 
 // newHTTPServer is the API's http.Server: bounded reads, writes a little

@@ -5,21 +5,23 @@ import (
 	"sync/atomic"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/infra/health"
 	"github.com/entityflow/entityflow/internal/infra/problem"
 )
 
 // problemUnavailable is the problem type of a request answered while a
-// dependency is down, the HTTP API's own (503).
-const problemUnavailable = "https://entityflow.dev/problems/dependency-unavailable"
+// dependency is down (503).
+const problemUnavailable = problem.TypeUnavailable
 
 // retryAfterStarting is the Retry-After of an answer while the API starts.
 const retryAfterStarting = "1"
 
 // starting is the API's handler while it opens its database: GET
-// /openapi.json is served as ever (it needs nothing), GET /healthz and every
-// other request are answered 503 problem+json with Retry-After, as the API
-// answers a request whose dependency is down, since authentication itself
-// needs the database. Once open is called, every request goes to the API.
+// /openapi.json and GET /livez are served as ever (they need nothing), GET
+// /healthz and every other request are answered 503 problem+json with
+// Retry-After, as the API answers a request whose dependency is down, since
+// authentication itself needs the database. Once open is called, every
+// request goes to the API.
 type starting struct {
 	api atomic.Pointer[http.Handler]
 }
@@ -31,6 +33,10 @@ func (s *starting) open(h http.Handler) { s.api.Store(&h) }
 func (s *starting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h := s.api.Load(); h != nil {
 		(*h).ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == health.LivePath {
+		health.Live(w, r)
 		return
 	}
 	if r.Method == http.MethodGet && r.URL.Path == "/openapi.json" {

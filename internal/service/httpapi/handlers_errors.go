@@ -21,7 +21,7 @@ const (
 	problemRejected       = "https://entityflow.dev/problems/rejected"
 	problemNotEnrolled    = "https://entityflow.dev/problems/not-enrolled"
 	problemTooManyRuns    = "https://entityflow.dev/problems/too-many-runs"
-	problemUnavailable    = "https://entityflow.dev/problems/dependency-unavailable"
+	problemUnavailable    = problem.TypeUnavailable
 	problemOutcomeUnknown = "https://entityflow.dev/problems/outcome-unknown"
 	problemInternal       = "https://entityflow.dev/problems/internal"
 	retryAfterTooManyRuns = "5"

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/entityflow/entityflow/contracts"
-	"github.com/entityflow/entityflow/internal/infra/problem"
+	"github.com/entityflow/entityflow/internal/infra/health"
 	"github.com/entityflow/entityflow/internal/service/idempotency"
 	"github.com/entityflow/entityflow/internal/service/platform"
 	"github.com/entityflow/entityflow/store"
@@ -194,35 +193,15 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 // health is GET /healthz: 200 with each check's result when the database,
 // Temporal and the idempotency key store answer; otherwise 503 problem+json
 // naming each dependency that does not (with the key store down, every
-// command is refused).
+// command is refused). It needs no credentials: the answer names what is
+// down, the log says why (health.Serve).
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	checks := []struct {
-		name string
-		ping func(context.Context) error
-	}{
-		{"database", s.Platform.Store.Ping},
-		{"temporal", func(ctx context.Context) error {
+	health.Serve(w, r, s.logger(), []health.Check{
+		{Name: "database", Ping: s.Platform.Store.Ping},
+		{Name: "temporal", Ping: func(ctx context.Context) error {
 			_, err := s.Platform.Temporal.CheckHealth(ctx, nil)
 			return err
 		}},
-		{"idempotency_store", s.Idempotency.Store.Ping},
-	}
-	ok := make(map[string]string, len(checks))
-	var failed []string
-	for _, c := range checks {
-		if err := c.ping(r.Context()); err != nil {
-			// /healthz needs no credentials: the answer names what is down,
-			// the log says why (errors carry hosts and ports).
-			s.logger().WarnContext(r.Context(), "health check failed", "dependency", c.name, "error", err)
-			failed = append(failed, c.name)
-			continue
-		}
-		ok[c.name] = "ok"
-	}
-	if len(failed) > 0 {
-		problem.Write(w, problem.Details{Type: problemUnavailable, Title: "A dependency is unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "unavailable: " + strings.Join(failed, ", ") + " (details in the server's log)"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": http.StatusText(http.StatusOK), "checks": ok})
+		{Name: "idempotency_store", Ping: s.Idempotency.Store.Ping},
+	})
 }

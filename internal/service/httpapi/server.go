@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/entityflow/entityflow/contracts"
+	"github.com/entityflow/entityflow/internal/infra/health"
 	"github.com/entityflow/entityflow/internal/infra/problem"
 	"github.com/entityflow/entityflow/internal/service/admission"
 	"github.com/entityflow/entityflow/internal/service/auth"
@@ -27,8 +28,9 @@ import (
 
 // Server is the HTTP API of the contract: rewards entities, events, activity
 // definitions, manual runs and run lookup, plus health and metrics. Every
-// route but GET /healthz needs credentials (Auth); every command that
-// changes state goes through TenantLimits, then Idempotency.
+// route but GET /healthz, GET /livez and GET /openapi.json needs credentials
+// (Auth); every command that changes state goes through TenantLimits, then
+// Idempotency.
 type Server struct {
 	Platform    *platform.Service
 	Rewards     *rewardsclient.Client
@@ -80,7 +82,8 @@ type Server struct {
 // Handler returns the API's routes, each with the scope it needs: the
 // customers' commands rewards:write, their status rewards:read; events,
 // definitions and runs activities:write, reading definitions and runs
-// activities:read. GET /healthz and GET /openapi.json need no credentials.
+// activities:read. GET /healthz, GET /livez and GET /openapi.json need no
+// credentials.
 // It panics when s.Auth is nil.
 //
 // A request no route takes is answered in problem+json (problem.Mux): 405
@@ -140,7 +143,8 @@ func (s *Server) build() (http.Handler, []string) {
 	read("GET /v1/activities/{activity_id}", auth.ScopeActivitiesRead, s.getDefinition)
 	command("POST /v1/activities/{activity_id}/runs", auth.ScopeActivitiesWrite, "runs", nil, s.startRun)
 	read("GET /v1/runs/{run_id}", auth.ScopeActivitiesRead, s.getRun)
-	route("GET /healthz", http.HandlerFunc(s.health))
+	route("GET "+health.ReadyPath, http.HandlerFunc(s.health))
+	route("GET "+health.LivePath, http.HandlerFunc(health.Live))
 	route("GET /openapi.json", http.HandlerFunc(serveOpenAPI))
 	if s.MetricsHandler != nil {
 		handle("GET /metrics", s.metricsGuard(s.MetricsHandler))

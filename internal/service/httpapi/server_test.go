@@ -136,10 +136,12 @@ func TestEveryRouteNeedsCredentials(t *testing.T) {
 		}
 	}
 
-	t.Run("GET /healthz needs none", func(t *testing.T) {
-		rec := request(h, "GET", "/healthz", "", "")
-		assert.Equal(t, http.StatusOK, rec.Code, "body %s", rec.Body)
-	})
+	for _, path := range []string{"/healthz", "/livez"} {
+		t.Run("GET "+path+" needs none", func(t *testing.T) {
+			rec := request(h, "GET", path, "", "")
+			assert.Equal(t, http.StatusOK, rec.Code, "body %s", rec.Body)
+		})
+	}
 }
 
 // The tenant limit comes before the Idempotency-Key layer: a tenant over its

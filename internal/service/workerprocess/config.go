@@ -1,8 +1,9 @@
 // Package workerprocess builds and runs the worker process from a typed
 // configuration: the Temporal client, the database and its migrations, the
-// metrics endpoint, the worker of each task queue (rewards, activities) with
-// its versioning and pollers, and the JetStream ingress beside them. The
-// worker program reads its flags into a Config and calls Run.
+// metrics endpoint with the health probes beside it, the worker of each
+// task queue (rewards, activities) with its versioning and pollers, and the
+// JetStream ingress beside them. The worker program reads its flags into a
+// Config and calls Run.
 package workerprocess
 
 import (
@@ -29,8 +30,8 @@ type Config struct {
 	// DatabaseURL is the project's database: empty for the SQLite file
 	// ./data/entity.db, postgres://... for PostgreSQL.
 	DatabaseURL string
-	// MetricsAddr is the address of the Prometheus /metrics endpoint, or
-	// MetricsOff.
+	// MetricsAddr is the address of the Prometheus /metrics endpoint and of
+	// the health probes (GET /healthz, GET /livez), or MetricsOff for none.
 	MetricsAddr string
 	// StopTimeout is how long in-flight activities get to finish on
 	// shutdown.

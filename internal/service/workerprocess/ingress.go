@@ -2,10 +2,13 @@ package workerprocess
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
@@ -19,12 +22,31 @@ import (
 
 // ingressDeps is what the ingress delivers through: the process's Temporal
 // client and its data converter, its database, and the registry of its
-// metrics (nil: none).
+// metrics (nil: none); and where it shows its NATS connection to the health
+// check.
 type ingressDeps struct {
 	temporal      client.Client
 	dataConverter converter.DataConverter
 	store         *store.Store
 	metrics       prometheus.Registerer
+	conn          *ingressConn
+}
+
+// ingressConn holds the NATS connection of the ingress while it runs, for
+// the worker's GET /healthz: none while it waits for NATS or between tries
+// to start.
+type ingressConn struct{ nc atomic.Pointer[nats.Conn] }
+
+// check reports whether the ingress runs with its NATS connection up.
+func (c *ingressConn) check(context.Context) error {
+	nc := c.nc.Load()
+	if nc == nil {
+		return errors.New("the ingress is not running: it waits for NATS, or for its next try to start (see the log)")
+	}
+	if !nc.IsConnected() {
+		return fmt.Errorf("the ingress's NATS connection is %s", nc.Status())
+	}
+	return nil
 }
 
 // runIngress runs the ingress until ctx ends and returns once it has
@@ -82,9 +104,12 @@ func startIngress(ctx context.Context, cfg IngestConfig, deps ingressDeps, metri
 	}
 	logger.Info("ingress starting", "nats", nc.ConnectedUrlRedacted(), "nats_security", cfg.NATS.String())
 	done := make(chan error, 1)
+	deps.conn.nc.Store(nc)
 	go func() {
 		defer nc.Close()
-		done <- in.Run(ctx)
+		err := in.Run(ctx)
+		deps.conn.nc.Store(nil)
+		done <- err
 	}()
 	return done, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/entityflow/entityflow/internal/infra/health"
 	"github.com/entityflow/entityflow/internal/infra/metricsendpoint"
 	"github.com/entityflow/entityflow/internal/infra/sdkmetrics"
 	"github.com/entityflow/entityflow/internal/infra/storeconn"
@@ -23,13 +25,15 @@ import (
 	"github.com/entityflow/entityflow/workflows/rewards"
 )
 
-// Run runs the worker process until ctx ends: it serves the metrics, dials
-// Temporal, opens the database (applying its migrations), starts the change
-// feed's connection in the background (when on), the worker of each task
-// queue and, when enabled, the ingress, which waits for NATS without holding
-// the workers back. On shutdown the ingress stops first, then the workers
-// stop polling and give in-flight tasks StopTimeout, then the feed's
-// connection closes.
+// Run runs the worker process until ctx ends: it serves the metrics and the
+// health probes, dials Temporal, opens the database (applying its
+// migrations), starts the change feed's connection in the background (when
+// on), the worker of each task queue and, when enabled, the ingress, which
+// waits for NATS without holding the workers back. GET /healthz answers 503
+// "starting" until the workers have started, then checks what they need
+// (healthChecks). On shutdown the ingress stops first, then the workers stop
+// polling and give in-flight tasks StopTimeout, then the feed's connection
+// closes.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// Process-wide in the SDK, so set once, before any worker starts.
 	worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
@@ -37,7 +41,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	reg, stopMetrics, err := serveMetrics(cfg.MetricsAddr, &opts, logger)
+	probe := &health.Probe{Logger: logger}
+	reg, stopMetrics, err := serveMetrics(cfg.MetricsAddr, &opts, probe, logger)
 	if err != nil {
 		return err
 	}
@@ -52,11 +57,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	feed, closeFeed, err := openFeed(ctx, cfg, logger)
+	cf, err := openFeed(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer closeFeed()
+	feed := rewardsworker.Feed{Mode: rewards.FeedOff}
+	if cf != nil {
+		defer cf.Close()
+		feed = rewardsworker.Feed{Mode: cfg.ChangeFeed.Mode, Publisher: cf}
+	}
 	if reg != nil {
 		feed.OnPublish = changefeed.NewMetrics(reg).Observe
 	}
@@ -65,6 +74,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopWorkers()
+	deps := healthDeps{temporal: c, store: st}
+	conn := &ingressConn{}
+	if cfg.Ingest.Enabled {
+		deps.ingress = conn.check
+	}
+	if cf != nil {
+		deps.feed = cf.Check
+	}
+	probe.Ready(healthChecks(deps)...)
 	logger.Info("worker running", "address", opts.HostPort, "namespace", opts.Namespace, "task_queues", queuesText(cfg.TaskQueues),
 		"database", st.Dialect(), "deployment_version", versionText(cfg), "rewards_release", cfg.RewardsRelease, "change_feed", feed.Mode, "pollers", cfg.Pollers.String(), "ingest", cfg.Ingest.Enabled)
 	if !cfg.Ingest.Enabled {
@@ -74,20 +92,22 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	// The ingress stops before the workers (deferred above), so that the
 	// updates it has in flight can still complete here.
-	return runIngress(ctx, cfg, ingressDeps{temporal: c, dataConverter: opts.DataConverter, store: st, metrics: reg}, logger)
+	return runIngress(ctx, cfg, ingressDeps{temporal: c, dataConverter: opts.DataConverter, store: st, metrics: reg, conn: conn}, logger)
 }
 
-// serveMetrics serves the process's Prometheus registry on addr and hands it
-// to the SDK through opts; the registry it returns is nil when addr is
-// MetricsOff. stop ends the endpoint.
-func serveMetrics(addr string, opts *client.Options, logger *slog.Logger) (reg prometheus.Registerer, stop func(), err error) {
+// serveMetrics serves the process's Prometheus registry on addr, with the
+// health probes beside it (GET /healthz answered by probe, GET /livez), and
+// hands the registry to the SDK through opts; the registry it returns is nil
+// when addr is MetricsOff. stop ends the endpoint.
+func serveMetrics(addr string, opts *client.Options, probe http.Handler, logger *slog.Logger) (reg prometheus.Registerer, stop func(), err error) {
 	if addr == MetricsOff {
 		return nil, func() {}, nil
 	}
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.MetricsHandler = sdkmetrics.NewHandler(r)
-	stop, err = metricsendpoint.Serve(addr, "METRICS_ADDR", r, logger)
+	routes := map[string]http.Handler{"GET " + health.ReadyPath: probe, "GET " + health.LivePath: http.HandlerFunc(health.Live)}
+	stop, err = metricsendpoint.Serve(addr, "METRICS_ADDR", r, routes, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,20 +146,21 @@ func startWorkers(ctx context.Context, cfg Config, c client.Client, st *store.St
 }
 
 // openFeed starts the change feed when it is on and the process polls the
-// rewards task queue: its publisher connects to NATS and ensures the stream in
-// the background (changefeed.Start), so that the workers start at once and
-// poll while NATS is down, their publications waiting in the entities'
-// outboxes. It outlives ctx: close, deferred before the workers stop, ends it
-// once they have, so that in-flight publications can finish.
-func openFeed(ctx context.Context, cfg Config, logger *slog.Logger) (feed rewardsworker.Feed, closeFeed func(), err error) {
+// rewards task queue (nil otherwise): its publisher connects to NATS and
+// ensures the stream in the background (changefeed.Start), so that the
+// workers start at once and poll while NATS is down, their publications
+// waiting in the entities' outboxes. It outlives ctx: its Close, deferred
+// before the workers stop, ends it once they have, so that in-flight
+// publications can finish.
+func openFeed(ctx context.Context, cfg Config, logger *slog.Logger) (*changefeed.Feed, error) {
 	if !cfg.ChangeFeed.On() || !slices.Contains(cfg.TaskQueues, rewards.RewardsTaskQueue) {
-		return rewardsworker.Feed{Mode: rewards.FeedOff}, func() {}, nil
+		return nil, nil
 	}
 	f, err := changefeed.Start(context.WithoutCancel(ctx), cfg.Ingest.NATSURL, cfg.Ingest.NATS, cfg.ChangeFeed, logger)
 	if err != nil {
-		return rewardsworker.Feed{}, nil, fmt.Errorf("change feed: %w", err)
+		return nil, fmt.Errorf("change feed: %w", err)
 	}
-	return rewardsworker.Feed{Mode: cfg.ChangeFeed.Mode, Publisher: f}, f.Close, nil
+	return f, nil
 }
 
 // queuesText names the task queues in the start message.
