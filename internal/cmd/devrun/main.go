@@ -9,7 +9,10 @@
 // API (starter serve, on HTTP_ADDR or 127.0.0.1:8080), both sending their
 // traces over OTLP to the trace viewer (bin/jaeger, which it starts with its
 // UI on 127.0.0.1:16686 and OTLP on 127.0.0.1:4318, unless
-// OTEL_EXPORTER_OTLP_ENDPOINT names a receiver or one listens there), creates a demo API key (tenant default,
+// OTEL_EXPORTER_OTLP_ENDPOINT names a receiver or one listens there), and
+// Prometheus (bin/prometheus when found, PROMETHEUS_ENABLED=false to leave
+// it out) on 127.0.0.1:9091 scraping the worker, the API and the dev server
+// it started, with the alert rules of deploy/prometheus; creates a demo API key (tenant default,
 // every scope) and prints it, plays a short demo, prints what happened,
 // and keeps everything running until Ctrl-C, when it stops what it started.
 // While it runs, data/devrun.pid holds its process ID (for scripts to stop it).
@@ -82,9 +85,14 @@ func run() error {
 	}
 	defer removePID()
 
+	metrics, err := planPrometheus(os.Getenv, listening, prometheusBinary)
+	if err != nil {
+		return err
+	}
 	address := os.Getenv("TEMPORAL_ADDRESS")
 	var children []*exec.Cmd
 	defer func() { stopAll(children) }()
+	temporalMetrics := ""
 	switch {
 	case address != "":
 		fmt.Printf("using the Temporal server at %s (TEMPORAL_ADDRESS)\n", address)
@@ -93,7 +101,12 @@ func run() error {
 		fmt.Printf("using the Temporal server already listening on %s\n", address)
 	default:
 		address = localAddress
-		srv, err := startServer()
+		// The server's metrics only for a Prometheus to read them, on a
+		// port nothing else holds.
+		if metrics.start && !listening(devServerMetrics) {
+			temporalMetrics = devServerMetrics
+		}
+		srv, err := startServer(temporalMetrics)
 		if err != nil {
 			return err
 		}
@@ -152,6 +165,17 @@ func run() error {
 		return err
 	}
 	children = append(children, api)
+	fmt.Println(metrics.note)
+	if metrics.start {
+		prom, err := startPrometheus(metrics, httpAddr, temporalMetrics)
+		if err != nil {
+			// The alerts are a help, not the demo: go on without them.
+			fmt.Printf("Prometheus did not start (%v); going on without it\n", err)
+			metrics = prometheusPlan{}
+		} else {
+			children = append(children, prom)
+		}
+	}
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts, err := temporalclient.Options(address, "", logger)
@@ -208,6 +232,9 @@ func run() error {
 		fmt.Printf("Traces: %s/search?service=%s  (Jaeger; the worker and the API send OTLP to %s)\n", traces.ui, apiService, traces.endpoint)
 	case traces.query != "":
 		fmt.Printf("Traces: curl -s %s/api/v3/services  (Jaeger's query API, no UI in bin/jaeger: /api/v3/traces/{trace_id}; docs/operations.md)\n", traces.query)
+	}
+	if metrics.start {
+		fmt.Printf("Alerts: curl -s http://%s/api/v1/alerts  (Prometheus, the rules of deploy/prometheus; runbooks in docs/operations.md)\n", prometheusAddress)
 	}
 	fmt.Printf("Try:    bin/starter points -customer demo-alice -points 50 -address %s\n", address)
 	fmt.Println("Running until Ctrl-C.")
@@ -298,8 +325,9 @@ func listening(address string) bool {
 }
 
 // startServer starts the CLI's dev server on the SQLite file data/temporal.db,
-// which a second `make run` reuses.
-func startServer() (*exec.Cmd, error) {
+// which a second `make run` reuses, serving its Prometheus metrics on
+// metricsAddr unless that is empty.
+func startServer(metricsAddr string) (*exec.Cmd, error) {
 	bin, err := devserver.Binary()
 	if err != nil {
 		return nil, err
@@ -313,6 +341,10 @@ func startServer() (*exec.Cmd, error) {
 		"--db-filename", filepath.Join(dataDir, "temporal.db"), "--log-level", "warn"}
 	args = append(args, devserver.SearchAttributeArgs()...)
 	args = append(args, devserver.FairnessArgs()...)
+	if metricsAddr != "" {
+		_, metricsPort, _ := net.SplitHostPort(metricsAddr)
+		args = append(args, "--metrics-port", metricsPort)
+	}
 	fmt.Printf("starting the Temporal dev server (%s), state in %s/temporal.db\n", bin, dataDir)
 	return startListening("temporal", "the dev server", localAddress, 30*time.Second, bin, args...)
 }
