@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -497,17 +496,4 @@ func missingTool(t *testing.T, what, how string) {
 		t.Fatalf("%s not available (%s=1): %s", what, requireServicesEnv, how)
 	}
 	t.Skipf("%s not available: %s", what, how)
-}
-
-// repoRoot is the repository's root, two folders up from this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no repository root at %s: %v", root, err)
-	}
-	return root
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/entityflow/entityflow/deploy/internal/repotest"
 )
 
 // The parts of a program's shutdown that no flag sets, from the code.
@@ -137,7 +139,7 @@ func buildPrograms(t *testing.T) map[string]*program {
 	}
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./starter")
-	build.Dir = repoRoot(t)
+	build.Dir = repotest.Root(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./worker ./starter: %v\n%s", err, out)
 	}

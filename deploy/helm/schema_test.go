@@ -13,6 +13,8 @@ import (
 	"github.com/yannh/kubeconform/pkg/resource"
 	"github.com/yannh/kubeconform/pkg/validator"
 	"sigs.k8s.io/yaml"
+
+	"github.com/entityflow/entityflow/deploy/internal/repotest"
 )
 
 // schemaLocation is kubeconform's file name template for a kind's schema:
@@ -35,7 +37,7 @@ func schemaFile(group, version, kind string) string {
 // keda/ (KEDA's CRDs and its Temporal scaler's source).
 func openAPIDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "bin", "k8s-openapi")
+	dir := filepath.Join(repotest.Root(t), "bin", "k8s-openapi")
 	if _, err := os.Stat(filepath.Join(dir, "VERSIONS")); err != nil {
 		missingTool(t, "the Kubernetes and KEDA schemas (bin/k8s-openapi)", "run make k8s-openapi")
 	}

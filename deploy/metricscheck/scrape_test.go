@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/entityflow/entityflow/deploy/metricscheck"
+
+	"github.com/entityflow/entityflow/deploy/internal/repotest"
 )
 
 // requireServicesEnv turns a missing tool into a failure instead of a skip,
@@ -48,7 +50,7 @@ func TestDashboardsAndRulesQueryExportedMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not starting a Temporal dev server, NATS, the worker and the API")
 	}
-	root := repoRoot(t)
+	root := repotest.Root(t)
 	temporalCLI := tool(t, root, "TEMPORAL_CLI", "temporal")
 	natsServer := tool(t, root, "NATS_SERVER", "nats-server")
 	queried, recorded := queries(t, root)
@@ -484,26 +486,6 @@ func freePorts(t *testing.T, n int) []int {
 
 // addr is 127.0.0.1:port.
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-// repoRoot walks up from the working directory to the repository's root,
-// the folder of the root go.mod and its worker/ and starter/ programs.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "worker", "main.go")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no worker/main.go above the working directory")
-		}
-		dir = parent
-	}
-}
 
 // tool returns $env, else bin/name at the repository's root (make tools),
 // else name on PATH. Without one the test is skipped, unless

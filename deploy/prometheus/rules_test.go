@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/entityflow/entityflow/deploy/internal/repotest"
 )
 
 // runbookBase is what every alert's runbook_url starts with; the fragment
@@ -49,26 +51,6 @@ type unitTestFile struct {
 	} `json:"tests"`
 }
 
-// repoRoot walks up from the working directory to the repository's root,
-// the folder holding docs/operations.md and the root go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "docs", "operations.md")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no docs/operations.md above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // promtool returns $PROMTOOL, else bin/promtool at the repository's root
 // (make tools), else promtool on PATH. Without one the test is skipped,
 // unless REQUIRE_SERVICES is set, where it fails.
@@ -80,7 +62,7 @@ func promtool(t *testing.T) string {
 			return p
 		}
 		why = "PROMTOOL=" + p + " does not exist"
-	} else if p := filepath.Join(repoRoot(t), "bin", "promtool"); fileExists(p) {
+	} else if p := filepath.Join(repotest.Root(t), "bin", "promtool"); fileExists(p) {
 		return p
 	} else if p, err := exec.LookPath("promtool"); err == nil {
 		return p
@@ -181,7 +163,7 @@ func TestPromtoolTestRules(t *testing.T) {
 // Every alert rule links its runbook: a section of docs/operations.md that
 // exists.
 func TestEveryAlertHasARunbook(t *testing.T) {
-	ops := filepath.Join(repoRoot(t), "docs", "operations.md")
+	ops := filepath.Join(repotest.Root(t), "docs", "operations.md")
 	anchors, err := markdownAnchors(ops)
 	if err != nil {
 		t.Fatal(err)
