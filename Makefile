@@ -11,6 +11,9 @@ STATICCHECK_VERSION := v0.8.2
 ERRCHECK_VERSION := v1.30.0
 # The bus ingress needs streams without a duplicate window (nats-server 2.14+).
 NATS_SERVER_VERSION := v2.15.2
+# Prometheus 3.x (its Go module's v0.3xx tags): promtool checks and unit-tests
+# the rules of deploy/prometheus; prometheus evaluates them under make run.
+PROMETHEUS_VERSION := v0.316.0
 BENCH_COUNT ?= 6
 FUZZTIME ?= 30s
 # FuzzAPI starts a dev server and the API on SQLite and PostgreSQL in its one
@@ -24,13 +27,15 @@ STATICCHECK := $(BIN)/staticcheck
 ERRCHECK := $(BIN)/errcheck
 NATS_SERVER := $(BIN)/nats-server
 JAEGER := $(BIN)/jaeger
+PROMTOOL := $(BIN)/promtool
+PROMETHEUS := $(BIN)/prometheus
 TS_CLIENT_MODULES := clients/ts/node_modules/.package-lock.json
 
-.PHONY: all tools cluster-tools build run run-cluster lint test test-short bench fuzz histories clean
+.PHONY: all tools cluster-tools build run run-cluster lint test test-all test-suites test-real-server test-jaeger test-typescript test-short bench fuzz histories clean
 
 all: lint test
 
-tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools $(JAEGER) $(TS_CLIENT_MODULES)
+tools: $(TEMPORAL) $(WORKFLOWCHECK) $(BENCHSTAT) $(STATICCHECK) $(ERRCHECK) $(NATS_SERVER) cluster-tools $(JAEGER) $(PROMTOOL) $(PROMETHEUS) $(TS_CLIENT_MODULES)
 
 # The TypeScript client's packages (clients/ts, pinned by its package-lock.json),
 # for its tests against the running API (internal/tests/integration/api).
@@ -59,6 +64,19 @@ $(ERRCHECK):
 $(NATS_SERVER):
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
+# promtool: `promtool check rules` and `promtool test rules` on
+# deploy/prometheus (its Go tests). prometheus: the Prometheus make run starts
+# on 127.0.0.1:9091 with those rules when bin/prometheus exists. The module
+# proxy carries Prometheus's Go code but not its web UI's compiled assets:
+# the HTTP API (/api/v1/alerts, /api/v1/query) serves, the UI pages do not.
+$(PROMTOOL):
+	@echo "building promtool $(PROMETHEUS_VERSION) into bin/ (first time: a few minutes)"
+	GOBIN=$(BIN) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+
+$(PROMETHEUS):
+	@echo "building prometheus $(PROMETHEUS_VERSION) into bin/ (first time: a few minutes)"
+	GOBIN=$(BIN) $(GO) install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
+
 # The real Temporal server (temporal-server, temporal-sql-tool and the schema
 # files of the same tag) at the version pinned in internal/testkit/cluster/server/go.mod,
 # a module of its own so that the server's dependencies never move the SDK's.
@@ -78,6 +96,27 @@ $(BIN)/temporal-schema: $(CLUSTER_MODULE)/go.mod
 	cp -R "$$(cd $(CLUSTER_MODULE) && $(GO) list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12/." $@/
 	chmod -R u+w $@
 
+# What the Helm chart's tests (deploy/helm) validate its objects against, from
+# the Go module proxy so that the tests need no network: Kubernetes' OpenAPI v3
+# documents (one per group-version) of K8S_OPENAPI_VERSION, and KEDA's
+# ScaledObject and TriggerAuthentication CRDs with the source of its Temporal
+# scaler (the trigger's metadata keys; kept as .go.txt, which go build ./...
+# leaves alone) of KEDA_VERSION; copied again when this Makefile changes (its
+# versions). make k8s-openapi.
+K8S_OPENAPI_VERSION := v1.37.2
+KEDA_VERSION := v2.21.0
+.PHONY: k8s-openapi
+k8s-openapi: $(BIN)/k8s-openapi
+$(BIN)/k8s-openapi: Makefile
+	rm -rf $@ $@.tmp && mkdir -p $@.tmp/kubernetes $@.tmp/keda
+	$(GO) mod download k8s.io/kubernetes@$(K8S_OPENAPI_VERSION) github.com/kedacore/keda/v2@$(KEDA_VERSION)
+	cp "$$($(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes@$(K8S_OPENAPI_VERSION))"/api/openapi-spec/v3/*.json $@.tmp/kubernetes/
+	keda="$$($(GO) list -m -f '{{.Dir}}' github.com/kedacore/keda/v2@$(KEDA_VERSION))" && \
+		cp "$$keda"/config/crd/bases/keda.sh_scaledobjects.yaml "$$keda"/config/crd/bases/keda.sh_triggerauthentications.yaml $@.tmp/keda/ && \
+		cp "$$keda"/pkg/scalers/temporal_scaler.go $@.tmp/keda/temporal_scaler.go.txt
+	printf 'kubernetes %s\nkeda %s\n' $(K8S_OPENAPI_VERSION) $(KEDA_VERSION) >$@.tmp/VERSIONS
+	chmod -R u+w $@.tmp && mv $@.tmp $@
+
 # Jaeger v2 (OTLP receivers, in-memory storage, query API and trace UI) at the
 # version pinned in internal/testkit/jaeger/server/go.mod, a module of its own
 # like the Temporal server's: the trace viewer of make run and the OTLP
@@ -94,6 +133,12 @@ TEMPORAL_FOR_RUN := $(or $(shell command -v temporal 2>/dev/null),$(TEMPORAL))
 
 build:
 	$(GO) build -o $(BIN)/ ./worker ./starter ./internal/cmd/devrun ./internal/cmd/cluster
+
+# Writes the Grafana dashboards' JSON (deploy/grafana/dashboards) from their
+# Go code in deploy/grafana; a test fails when the two differ (docs/dashboards.md).
+.PHONY: dashboards
+dashboards:
+	cd deploy && $(GO) generate ./grafana/
 
 # Starts a local Temporal dev server (state in data/, Web UI on 127.0.0.1:8233)
 # unless TEMPORAL_ADDRESS names one, the worker, and a demo; Ctrl-C stops all.
@@ -112,7 +157,8 @@ run-cluster: build cluster-tools
 	$(BIN)/cluster -dir data/cluster$(if $(filter split,$(CLUSTER_TOPOLOGY)),-split) -topology $(CLUSTER_TOPOLOGY) -- $(BIN)/devrun
 
 # gofmt, go vet, staticcheck, errcheck (production code; the calls in
-# .lint/errcheck-exclude.txt need no check) and workflowcheck on the workflows.
+# .lint/errcheck-exclude.txt need no check) and workflowcheck on the workflows;
+# go vet, staticcheck and errcheck on the deploy module too.
 lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
@@ -120,18 +166,124 @@ lint: $(WORKFLOWCHECK) $(STATICCHECK) $(ERRCHECK)
 	$(STATICCHECK) ./...
 	$(ERRCHECK) -ignoretests -exclude .lint/errcheck-exclude.txt ./...
 	$(WORKFLOWCHECK) ./workflows/...
+	cd deploy && $(GO) vet ./... && $(STATICCHECK) ./... && $(ERRCHECK) -ignoretests ./...
 
-# Every test: unit (Temporal test suite), fuzz seeds, replay of recorded
-# histories, and integration tests against real dev servers, a real Temporal
-# server on PostgreSQL (several worker processes, restarts), PostgreSQL and
-# Redis. REQUIRE_SERVICES=1 turns a missing service into a failure. The
-# packages that need the real server take turns with it (a file lock), and a
-# package's wait counts towards its timeout, hence -timeout.
-test: $(TEMPORAL) $(NATS_SERVER) cluster-tools $(JAEGER) $(TS_CLIENT_MODULES)
-	$(GO) test -race -count=1 -timeout 30m ./...
+# The test suites, by what each package's tests import (make test-suites,
+# through go list): a package whose tests import internal/testkit/cluster, or
+# a package that does, is in the real-server suite (temporal-server on
+# PostgreSQL: cluster-tools); one whose tests reach internal/testkit/jaeger is
+# in the Jaeger suite (bin/jaeger); every other package is make test's. The
+# TypeScript suite is the tests named TestTypeScript* (Node, npm and
+# clients/ts/node_modules), which the other suites skip. So a new test
+# package lands in its suite by what it imports.
+MODULE := github.com/entityflow/entityflow
+CLUSTER_KIT := $(MODULE)/internal/testkit/cluster
+JAEGER_KIT := $(MODULE)/internal/testkit/jaeger
+# Packages whose tests import the cluster kit only for benchmarks (feed's) or
+# behind a flag that defaults to the dev server (ingest's -ingest-server):
+# their tests need no heavy tool, so they are make test's.
+KIT_NOT_IN_TESTS := $(MODULE)/internal/tests/integration/feed $(MODULE)/internal/tests/integration/ingest
+TYPESCRIPT_TESTS := TestTypeScript
+TEST_SUITES := $(BIN)/test-suites.txt
+# make test points TEMPORAL_CLUSTER_BIN and JAEGER into this folder, which is
+# never built, so that a test of its suite that would start temporal-server
+# or jaeger skips (fails under REQUIRE_SERVICES=1) instead of passing on a
+# tool make test does not build: CI's make test-all runs make test first.
+NOT_IN_MAKE_TEST := $(BIN)/not-built-by-make-test
+GO_TEST := $(GO) test -race -count=1 -timeout 30m
+
+# The suites' awk: reads `go list -deps` (each package and its dependencies),
+# a "--" line, then per package its tests' imports, "|" and its test files
+# (passing over bin/, where the tools and their data go, never a package);
+# prints "suite package" per package and "typescript package" per package
+# with TypeScript tests; fails when a package's tests need both heavy tools
+# (each suite builds one) or KIT_NOT_IN_TESTS names a package it should not.
+define TEST_SUITES_AWK
+BEGIN { n = split(exempt, e, " "); for (i = 1; i <= n; i++) exempt_[e[i]] = 1 }
+$$1 == "--" { tests = 1; next }
+!tests {
+	for (i = 2; i <= NF; i++) { if ($$i == cluster) c[$$1] = 1; if ($$i == jaeger) j[$$1] = 1 }
+	next
+}
+index($$1, module "/bin/") == 1 { next }
+{
+	rc = $$1 == cluster; rj = $$1 == jaeger; files = 0; typescript = 0
+	for (i = 2; i <= NF; i++) {
+		if ($$i == "|") { files = 1; continue }
+		if (files) {
+			while ((getline line < $$i) > 0) if (line ~ "^func " ts) typescript = 1
+			close($$i)
+		} else if ($$i != $$1) {
+			if ($$i == cluster || c[$$i]) rc = 1
+			if ($$i == jaeger || j[$$i]) rj = 1
+		}
+	}
+	if ($$1 in exempt_) {
+		seen[$$1] = 1
+		if (!rc && !rj) { print "make test-suites: the tests of " $$1 " import no heavy tool's kit: drop it from KIT_NOT_IN_TESTS" > "/dev/stderr"; bad = 1 }
+		rc = rj = 0
+	}
+	if (rc && rj) { print "make test-suites: the tests of " $$1 " need both temporal-server and jaeger, and each suite builds one: split the package" > "/dev/stderr"; bad = 1 }
+	print (rc ? "real-server" : rj ? "jaeger" : "test"), $$1
+	if (typescript) print "typescript", $$1
+}
+END {
+	if (!tests) exit 1
+	for (p in exempt_) if (!(p in seen)) { print "make test-suites: KIT_NOT_IN_TESTS names " p ", which is no package of the module" > "/dev/stderr"; bad = 1 }
+	exit bad
+}
+endef
+export TEST_SUITES_AWK
+
+# Writes bin/test-suites.txt ("suite package" lines) and prints how many
+# packages each suite has; every package of `go list ./...` is in exactly one
+# of test, real-server and jaeger (TypeScript tests' packages also in
+# typescript), else it fails.
+test-suites:
+	@mkdir -p $(BIN)
+	@set -o pipefail; { $(GO) list -e -deps -f '{{.ImportPath}} {{join .Deps " "}}' ./... && echo -- && \
+		$(GO) list -e -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}} |{{range .TestGoFiles}} {{$$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$$.Dir}}/{{.}}{{end}}' ./...; } \
+		| awk -v module=$(MODULE) -v cluster=$(CLUSTER_KIT) -v jaeger=$(JAEGER_KIT) -v exempt="$(KIT_NOT_IN_TESTS)" -v ts=$(TYPESCRIPT_TESTS) "$$TEST_SUITES_AWK" >$(TEST_SUITES).new \
+		|| { rm -f $(TEST_SUITES).new; exit 1; }
+	@mv $(TEST_SUITES).new $(TEST_SUITES)
+	@awk '{ n[$$1]++ } END { printf "test suites (%s): test %d, real-server %d, jaeger %d packages; typescript tests in %d\n", FILENAME, n["test"], n["real-server"], n["jaeger"], n["typescript"] }' $(TEST_SUITES)
+
+# $(call run-suite,SUITE,FLAGS,ENV): go test FLAGS on SUITE's packages (from
+# bin/test-suites.txt), with the environment assignments ENV.
+run-suite = pkgs=$$(awk '$$1 == "$(1)" { print $$2 }' $(TEST_SUITES)) && \
+	if [ -z "$$pkgs" ]; then echo "no packages in the $(1) suite"; else $(3) $(GO_TEST) $(2) $$pkgs; fi
+
+# make test: unit tests (Temporal's test suite), fuzz seeds, replay of
+# recorded histories, and integration tests against real dev servers, NATS
+# servers, PostgreSQL and Redis: every package but the real-server and
+# Jaeger suites', without the TypeScript tests, with only bin/temporal and
+# bin/nats-server built; then the deploy module's tests (dashboards,
+# Prometheus rules through bin/promtool, the Helm chart against the
+# Kubernetes schemas in bin/k8s-openapi). REQUIRE_SERVICES=1 turns a missing
+# service into a failure.
+test: $(TEMPORAL) $(NATS_SERVER) $(BIN)/promtool $(BIN)/k8s-openapi test-suites
+	$(call run-suite,test,-skip '^$(TYPESCRIPT_TESTS)',TEMPORAL_CLUSTER_BIN=$(NOT_IN_MAKE_TEST) JAEGER=$(NOT_IN_MAKE_TEST)/jaeger)
+	cd deploy && $(GO_TEST) ./...
+
+# make test-all, what CI runs: make test, then the suites that need a heavy
+# tool, each building its own first. The real server's tests run several
+# worker processes and restarts on PostgreSQL; its packages take turns with
+# it (a file lock), and a package's wait counts towards its timeout, hence
+# -timeout.
+test-all: test test-real-server test-jaeger test-typescript
+
+test-real-server: $(TEMPORAL) $(NATS_SERVER) cluster-tools test-suites
+	$(call run-suite,real-server,-skip '^$(TYPESCRIPT_TESTS)')
+
+test-jaeger: $(TEMPORAL) $(NATS_SERVER) $(JAEGER) test-suites
+	$(call run-suite,jaeger,-skip '^$(TYPESCRIPT_TESTS)')
+
+test-typescript: $(TEMPORAL) $(TS_CLIENT_MODULES) test-suites
+	$(call run-suite,typescript,-run '^$(TYPESCRIPT_TESTS)')
 
 test-short:
 	$(GO) test -short -count=1 ./...
+	cd deploy && $(GO) test -short -count=1 ./...
 
 # Benchmarks with their baselines side by side; benchstat prints ratios per column.
 # The dedup window (beside the Window it replaced); log_run on SQLite and PostgreSQL; the event router against
@@ -273,7 +425,7 @@ fuzz:
 histories: $(TEMPORAL) $(NATS_SERVER) cluster-tools
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestServerScenarios|TestTriplicatedEventsAcrossContinueAsNew|TestWorkerKilledMidBurst|TestServerRestartOnSameDatabase|TestVersionedDeployMovesEveryEntityAtContinueAsNew|TestUndecodableFreshStartFailsAtOnce)$$' ./internal/tests/integration/
 	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestEventDeliveredTenTimesRunsOnce|TestExistingTaskChildIsTreatedAsStarted|TestMisfirePoliciesAfterFiveMissedIntervals|TestRedeliveryAfterRetentionRunsNoTaskTwice|TestRunCancelledWhileLoggingEndsFailed|TestTaskCancelledWhileLoggingEndsFailed)$$' ./internal/tests/integration/platform/
-	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage|TestFeedUnenrollWaitsForABatchHeldByTheOutbox|TestFeedWorkerDiedMidPublishPastTheWindow)$$' ./internal/tests/integration/feed/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -run '^(TestFeedThroughContinueAsNew|TestFeedNATSOutage|TestFeedUnenrollWaitsForABatchHeldByTheOutbox|TestFeedWorkerDiedMidPublishPastTheWindow|TestFeedStuckOutboxListedAndDiscarded)$$' ./internal/tests/integration/feed/
 
 clean:
 	rm -rf bin data bench.txt bench-store.txt bench-router.txt bench-http.txt bench-api.txt bench-auth.txt bench-ingest.txt bench-isolation.txt bench-replicas.txt bench-failover.txt
