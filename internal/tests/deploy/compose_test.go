@@ -161,8 +161,10 @@ func TestComposeHealthchecksAndDependencies(t *testing.T) {
 			t.Errorf("%s has no healthcheck", name)
 		}
 	}
-	if hc := service(t, p, "api").HealthCheck; hc != nil && !strings.Contains(strings.Join(hc.Test, " "), "/healthz") {
-		t.Errorf("api healthcheck %v, want GET /healthz", hc.Test)
+	for _, name := range []string{"api", "worker"} {
+		if hc := service(t, p, name).HealthCheck; hc != nil && !strings.Contains(strings.Join(hc.Test, " "), "/healthz") {
+			t.Errorf("%s healthcheck %v, want GET /healthz", name, hc.Test)
+		}
 	}
 	want := map[string]map[string]string{
 		"temporal":       {"postgresql": types.ServiceConditionHealthy},
